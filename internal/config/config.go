@@ -1,0 +1,283 @@
+// Package config reads the MCP_* environment of `bastion serve` (and of the
+// servers built on the same core): one table of variables drives parsing,
+// defaults, range checks and the --help text, so what is documented is what
+// is enforced.
+//
+// Configuration is strict: a malformed or out-of-range value, an empty
+// value, or an MCP_* variable that is not in the table stops start-up with
+// an error naming the variable. Nothing is silently replaced by a default.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Prefix is the prefix of every variable this package owns.
+const Prefix = "MCP_"
+
+// Config is the validated configuration.
+type Config struct {
+	SafeDataDir         string // "" when unset
+	SQLDSN              Secret // empty when unset
+	MetricsEnabled      bool
+	MetricsDiskPath     string
+	MaxConcurrency      int64
+	QueueTimeout        time.Duration
+	CallTimeout         time.Duration
+	DrainGrace          time.Duration
+	MaxFrameBytes       int
+	SQLMaxRows          int64
+	SQLStatementTimeout time.Duration
+	SQLPoolMaxSize      int32
+	FSMaxBytes          int64
+	LogLevel            slog.Level
+	LogFormat           string // "json" or "text"
+}
+
+// Secret is a string that never prints: its String, GoString and LogValue
+// are "[redacted]". Use Reveal where the value is really needed.
+type Secret struct{ v string }
+
+// Reveal returns the secret value.
+func (s Secret) Reveal() string { return s.v }
+
+// IsSet reports whether a value was given.
+func (s Secret) IsSet() bool { return s.v != "" }
+
+func (s Secret) String() string { return "[redacted]" }
+
+// GoString implements fmt.GoStringer so %#v does not leak the value.
+func (s Secret) GoString() string { return "config.Secret{[redacted]}" }
+
+// LogValue implements slog.LogValuer.
+func (s Secret) LogValue() slog.Value { return slog.StringValue("[redacted]") }
+
+// Error is a configuration error naming the variable at fault.
+type Error struct {
+	Var string
+	Msg string
+}
+
+func (e *Error) Error() string { return e.Var + ": " + e.Msg }
+
+type kind int
+
+const (
+	kindPath kind = iota
+	kindSecret
+	kindBool
+	kindInt
+	kindMillis
+	kindEnum
+)
+
+// variable is one row of the table.
+type variable struct {
+	name     string
+	kind     kind
+	def      string // "" = unset
+	min, max int64
+	enum     []string
+	help     string
+	set      func(c *Config, v string, n int64)
+}
+
+var table = []variable{
+	{name: "MCP_SAFE_DATA_DIR", kind: kindPath, help: "directory sandbox_fs_read serves; unset disables the tool",
+		set: func(c *Config, v string, _ int64) { c.SafeDataDir = v }},
+	{name: "MCP_SQL_DSN", kind: kindSecret, help: "PostgreSQL DSN for read_only_sql; unset disables the tool (never logged)",
+		set: func(c *Config, v string, _ int64) { c.SQLDSN = Secret{v} }},
+	{name: "MCP_METRICS_ENABLED", kind: kindBool, def: "true", help: "false removes system_metrics",
+		set: func(c *Config, v string, _ int64) { c.MetricsEnabled = v == "true" }},
+	{name: "MCP_METRICS_DISK_PATH", kind: kindPath, def: "/", help: "disk measured by system_metrics; never echoed",
+		set: func(c *Config, v string, _ int64) { c.MetricsDiskPath = v }},
+	{name: "MCP_MAX_CONCURRENCY", kind: kindInt, def: "16", min: 1, max: 1024, help: "tool-call slots",
+		set: func(c *Config, _ string, n int64) { c.MaxConcurrency = n }},
+	{name: "MCP_QUEUE_TIMEOUT_MS", kind: kindMillis, def: "5000", min: 1, max: 600_000, help: "bounded FIFO wait for a slot",
+		set: func(c *Config, _ string, n int64) { c.QueueTimeout = ms(n) }},
+	{name: "MCP_CALL_TIMEOUT_MS", kind: kindMillis, def: "30000", min: 1, max: 3_600_000, help: "execution deadline per tool call",
+		set: func(c *Config, _ string, n int64) { c.CallTimeout = ms(n) }},
+	{name: "MCP_DRAIN_GRACE_MS", kind: kindMillis, def: "5000", min: 1, max: 600_000, help: "graceful drain on EOF, SIGTERM or SIGINT",
+		set: func(c *Config, _ string, n int64) { c.DrainGrace = ms(n) }},
+	{name: "MCP_MAX_FRAME_BYTES", kind: kindInt, def: "1048576", min: 1024, max: 64 << 20, help: "largest stdin line",
+		set: func(c *Config, _ string, n int64) { c.MaxFrameBytes = int(n) }},
+	{name: "MCP_SQL_MAX_ROWS", kind: kindInt, def: "1000", min: 1, max: 100_000, help: "clamp for the outer LIMIT of read_only_sql",
+		set: func(c *Config, _ string, n int64) { c.SQLMaxRows = n }},
+	{name: "MCP_SQL_STATEMENT_TIMEOUT_MS", kind: kindMillis, def: "10000", min: 1, max: 3_600_000, help: "transaction-local statement_timeout",
+		set: func(c *Config, _ string, n int64) { c.SQLStatementTimeout = ms(n) }},
+	{name: "MCP_SQL_POOL_MAX_SIZE", kind: kindInt, def: "4", min: 1, max: 64, help: "PostgreSQL connection pool size",
+		set: func(c *Config, _ string, n int64) { c.SQLPoolMaxSize = int32(n) }},
+	{name: "MCP_FS_MAX_BYTES", kind: kindInt, def: "1048576", min: 1, max: 64 << 20, help: "largest file sandbox_fs_read returns",
+		set: func(c *Config, _ string, n int64) { c.FSMaxBytes = n }},
+	{name: "MCP_LOG_LEVEL", kind: kindEnum, def: "info", enum: []string{"debug", "info", "warn", "error"}, help: "log level (stderr only)",
+		set: func(c *Config, v string, _ int64) { c.LogLevel = levels[v] }},
+	{name: "MCP_LOG_FORMAT", kind: kindEnum, def: "json", enum: []string{"json", "text"}, help: "log format (stderr only)",
+		set: func(c *Config, v string, _ int64) { c.LogFormat = v }},
+}
+
+var levels = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// Names returns the names of all variables, in table order.
+func Names() []string {
+	names := make([]string, len(table))
+	for i, v := range table {
+		names[i] = v.name
+	}
+	return names
+}
+
+// Load reads the configuration from environ (KEY=value entries, as from
+// os.Environ). It returns every problem found, joined, each an *Error.
+func Load(environ []string) (*Config, error) {
+	env := map[string]string{}
+	var errs []error
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(k, Prefix) {
+			continue
+		}
+		env[k] = v
+	}
+	known := map[string]bool{}
+	for _, v := range table {
+		known[v.name] = true
+	}
+	var unknown []string
+	for k := range env {
+		if !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	for _, k := range unknown {
+		errs = append(errs, &Error{Var: k, Msg: "unknown variable (see bastion serve --help)"})
+	}
+
+	c := &Config{}
+	for _, v := range table {
+		raw, present := env[v.name]
+		if !present {
+			if v.def == "" {
+				continue
+			}
+			raw = v.def
+		}
+		n, err := v.parse(raw)
+		if err != nil {
+			errs = append(errs, &Error{Var: v.name, Msg: err.Error()})
+			continue
+		}
+		v.set(c, raw, n)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+func (v variable) parse(raw string) (int64, error) {
+	if raw == "" {
+		return 0, errors.New("is empty; unset it instead")
+	}
+	if raw != strings.TrimSpace(raw) {
+		return 0, errors.New("has leading or trailing space")
+	}
+	switch v.kind {
+	case kindPath:
+		if strings.ContainsRune(raw, 0) {
+			return 0, errors.New("contains a NUL byte")
+		}
+		if !filepath.IsAbs(raw) {
+			return 0, errors.New("must be an absolute path")
+		}
+	case kindBool:
+		if raw != "true" && raw != "false" {
+			return 0, errors.New(`must be "true" or "false"`)
+		}
+	case kindInt, kindMillis:
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("must be an integer in [%d, %d]", v.min, v.max)
+		}
+		if n < v.min || n > v.max {
+			return 0, fmt.Errorf("%d is out of range [%d, %d]", n, v.min, v.max)
+		}
+		return n, nil
+	case kindEnum:
+		for _, e := range v.enum {
+			if raw == e {
+				return 0, nil
+			}
+		}
+		return 0, fmt.Errorf("must be one of %s", strings.Join(v.enum, ", "))
+	}
+	return 0, nil
+}
+
+// WriteHelp writes the table of variables with defaults and ranges.
+func WriteHelp(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tRANGE\tMEANING")
+	for _, v := range table {
+		def := v.def
+		if def == "" {
+			def = "(unset)"
+		}
+		var rng string
+		switch v.kind {
+		case kindPath:
+			rng = "absolute path"
+		case kindSecret:
+			rng = "DSN"
+		case kindBool:
+			rng = "true|false"
+		case kindInt:
+			rng = fmt.Sprintf("%d..%d", v.min, v.max)
+		case kindMillis:
+			rng = fmt.Sprintf("%d..%d ms", v.min, v.max)
+		case kindEnum:
+			rng = strings.Join(v.enum, "|")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.name, def, rng, v.help)
+	}
+	return tw.Flush()
+}
+
+// LogAttrs returns the effective non-secret settings, for one log line at
+// start-up. Paths are reported as set or unset, never by value.
+func (c *Config) LogAttrs() []slog.Attr {
+	return []slog.Attr{
+		slog.Bool("sandbox_fs_read", c.SafeDataDir != ""),
+		slog.Bool("read_only_sql", c.SQLDSN.IsSet()),
+		slog.Bool("system_metrics", c.MetricsEnabled),
+		slog.Int64("max_concurrency", c.MaxConcurrency),
+		slog.Duration("queue_timeout", c.QueueTimeout),
+		slog.Duration("call_timeout", c.CallTimeout),
+		slog.Duration("drain_grace", c.DrainGrace),
+		slog.Int("max_frame_bytes", c.MaxFrameBytes),
+		slog.Int64("sql_max_rows", c.SQLMaxRows),
+		slog.Duration("sql_statement_timeout", c.SQLStatementTimeout),
+		slog.Int("sql_pool_max_size", int(c.SQLPoolMaxSize)),
+		slog.Int64("fs_max_bytes", c.FSMaxBytes),
+	}
+}
+
+// NewLogger returns the structured stderr logger the configuration asks for.
+func (c *Config) NewLogger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.LogLevel}
+	if c.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

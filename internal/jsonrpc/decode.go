@@ -1,0 +1,338 @@
+package jsonrpc
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// MaxNesting is the deepest nesting of arrays and objects a frame may have.
+// Tool arguments are held to a much smaller depth later; this bound only
+// keeps hostile frames from costing parser stack.
+const MaxNesting = 64
+
+// Item is one element of a decoded frame: a message or the error response
+// owed for an invalid one.
+type Item struct {
+	Msg *Message
+	Err *Error
+}
+
+// Frame is a decoded input frame.
+type Frame struct {
+	// Batch reports whether the frame was a JSON array.
+	Batch bool
+	// Items holds one element for a single message, one per member for a
+	// batch.
+	Items []Item
+}
+
+// decoder is a reusable strict decoder with its input.
+type decoder struct {
+	br bytes.Reader
+	d  *jsontext.Decoder
+}
+
+var decoders = sync.Pool{New: func() any {
+	dec := &decoder{}
+	dec.d = jsontext.NewDecoder(&dec.br)
+	return dec
+}}
+
+// DecodeFrame parses one input frame. A frame that is not strict JSON yields
+// a single -32700 item without id; a well-formed frame that is not a valid
+// request yields a -32600 item, with the id echoed only when it was itself
+// valid. An empty batch is a single -32600.
+func DecodeFrame(b []byte) Frame {
+	if !nestingWithin(b, MaxNesting) {
+		return single(nil, parseError("nesting too deep"))
+	}
+	dec := decoders.Get().(*decoder)
+	defer func() {
+		dec.br.Reset(nil) // drop the reference to the frame
+		decoders.Put(dec)
+	}()
+	dec.br.Reset(b)
+	d := dec.d
+	d.Reset(&dec.br)
+
+	switch d.PeekKind() {
+	case '{':
+		msg, perr, verr := decodeObject(d)
+		if perr != nil {
+			return single(nil, perr)
+		}
+		if !atEOF(d) {
+			return single(nil, parseError("trailing data after the message"))
+		}
+		return single(msg, verr)
+	case '[':
+		v, err := d.ReadValue()
+		if err != nil {
+			return single(nil, parseError("invalid JSON"))
+		}
+		v = v.Clone() // v aliases the decoder's buffer, which the next read reuses
+		if !atEOF(d) {
+			return single(nil, parseError("trailing data after the message"))
+		}
+		return decodeBatch(v)
+	default:
+		if _, err := d.ReadValue(); err != nil || !atEOF(d) {
+			return single(nil, parseError("invalid JSON"))
+		}
+		return single(nil, invalid(ID{}, "a message must be a JSON object"))
+	}
+}
+
+func single(m *Message, e *Error) Frame {
+	return Frame{Items: []Item{{Msg: m, Err: e}}}
+}
+
+func parseError(why string) *Error {
+	return &Error{Code: CodeParseError, Message: "Parse error: " + why}
+}
+
+func invalid(id ID, why string) *Error {
+	return &Error{ID: id, Code: CodeInvalidRequest, Message: "Invalid request: " + why}
+}
+
+func atEOF(d *jsontext.Decoder) bool {
+	_, err := d.ReadToken()
+	return errors.Is(err, io.EOF)
+}
+
+func decodeBatch(v jsontext.Value) Frame {
+	f := Frame{Batch: true}
+	d := jsontext.NewDecoder(bytes.NewReader(v))
+	if _, err := d.ReadToken(); err != nil { // '['
+		return single(nil, parseError("invalid JSON"))
+	}
+	for d.PeekKind() != ']' {
+		if d.PeekKind() != '{' {
+			if err := d.SkipValue(); err != nil {
+				return single(nil, parseError("invalid JSON"))
+			}
+			f.Items = append(f.Items, Item{Err: invalid(ID{}, "a message must be a JSON object")})
+			continue
+		}
+		msg, perr, verr := decodeObject(d)
+		if perr != nil {
+			return single(nil, perr)
+		}
+		f.Items = append(f.Items, Item{Msg: msg, Err: verr})
+	}
+	if len(f.Items) == 0 {
+		return single(nil, invalid(ID{}, "empty batch"))
+	}
+	return f
+}
+
+// member presence bits.
+const (
+	hasJSONRPC = 1 << iota
+	hasID
+	hasMethod
+	hasParams
+	hasResult
+	hasError
+)
+
+// decodeObject reads one message object. perr is a parse error (the frame
+// is not strict JSON); otherwise verr, if set, is the envelope violation
+// found first. The whole object is always read, so a later syntax error
+// still wins over an earlier envelope violation.
+func decodeObject(d *jsontext.Decoder) (msg *Message, perr, verr *Error) {
+	if _, err := d.ReadToken(); err != nil {
+		return nil, parseError("invalid JSON"), nil
+	}
+	var (
+		m       Message
+		seen    int
+		why     string
+		idValid = true
+	)
+	violate := func(s string) {
+		if why == "" {
+			why = s
+		}
+	}
+	for {
+		k := d.PeekKind()
+		if k == '}' {
+			break
+		}
+		if k == 0 { // syntax error or EOF inside the object
+			_, err := d.ReadToken()
+			_ = err
+			return nil, parseError("invalid JSON"), nil
+		}
+		tok, err := d.ReadToken()
+		if err != nil {
+			return nil, parseError("invalid JSON"), nil
+		}
+		name := tok.String()
+		val, err := d.ReadValue()
+		if err != nil {
+			return nil, parseError("invalid JSON"), nil
+		}
+		switch name {
+		case "jsonrpc":
+			seen |= hasJSONRPC
+			if s, ok := stringValue(val); !ok || s != Version {
+				violate(`"jsonrpc" must be "2.0"`)
+			}
+		case "id":
+			seen |= hasID
+			id, ok := parseID(val)
+			if !ok {
+				idValid = false
+				violate(`"id" must be a string or an integer`)
+			}
+			m.ID = id
+		case "method":
+			seen |= hasMethod
+			s, ok := methodValue(val)
+			if !ok {
+				violate(`"method" must be a string`)
+			}
+			m.Method = s
+		case "params":
+			seen |= hasParams
+			if val.Kind() != '{' {
+				violate(`"params" must be an object`)
+			}
+			m.Params = bytes.Clone(val)
+		case "result":
+			seen |= hasResult
+		case "error":
+			seen |= hasError
+		default:
+			violate("unknown member " + strconv.Quote(truncate(name, 64)))
+		}
+	}
+	if _, err := d.ReadToken(); err != nil { // '}'
+		return nil, parseError("invalid JSON"), nil
+	}
+	if !idValid {
+		m.ID = ID{}
+	}
+	switch {
+	case seen&hasMethod != 0:
+		if seen&(hasResult|hasError) != 0 {
+			violate(`a request must not carry "result" or "error"`)
+		}
+		if seen&hasID != 0 {
+			m.Kind = KindRequest
+		} else {
+			m.Kind = KindNotification
+		}
+	case seen&(hasResult|hasError) != 0:
+		m.Kind = KindResponse
+	default:
+		violate(`missing "method"`)
+	}
+	if seen&hasJSONRPC == 0 {
+		violate(`missing "jsonrpc"`)
+	}
+	if why != "" {
+		return nil, nil, invalid(m.ID, why)
+	}
+	return &m, nil, nil
+}
+
+func stringValue(v jsontext.Value) (string, bool) {
+	if v.Kind() != '"' {
+		return "", false
+	}
+	b, err := jsontext.AppendUnquote(nil, v)
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// knownMethods avoids an allocation per message for the common methods when
+// they are written without escapes. Keys are the quoted JSON text.
+var knownMethods = map[string]string{
+	`"initialize"`:                "initialize",
+	`"notifications/initialized"`: "notifications/initialized",
+	`"notifications/cancelled"`:   "notifications/cancelled",
+	`"ping"`:                      "ping",
+	`"tools/list"`:                "tools/list",
+	`"tools/call"`:                "tools/call",
+	`"server/discover"`:           "server/discover",
+}
+
+func methodValue(v jsontext.Value) (string, bool) {
+	if s, ok := knownMethods[string(v)]; ok {
+		return s, true
+	}
+	return stringValue(v)
+}
+
+// parseID accepts a string or an integer written without fraction,
+// exponent or negative zero, within int64.
+func parseID(v jsontext.Value) (ID, bool) {
+	switch v.Kind() {
+	case '"':
+		s, ok := stringValue(v)
+		if !ok {
+			return ID{}, false
+		}
+		return StringID(s), true
+	case '0':
+		s := string(v)
+		if s == "-0" || bytes.ContainsAny(v, ".eE") {
+			return ID{}, false
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return ID{}, false
+		}
+		return Int64ID(n), true
+	}
+	return ID{}, false
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// nestingWithin reports whether the JSON text b nests arrays and objects at
+// most limit deep. It tracks strings so brackets inside them do not count;
+// it does not validate, the decoder does that.
+func nestingWithin(b []byte, limit int) bool {
+	depth := 0
+	inString := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+			if depth > limit {
+				return false
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return true
+}

@@ -1,0 +1,329 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/mcp"
+)
+
+// MCP methods the server knows.
+const (
+	methodInitialize  = "initialize"
+	methodInitialized = "notifications/initialized"
+	methodCancelled   = "notifications/cancelled"
+	methodPing        = "ping"
+	methodToolsList   = "tools/list"
+	methodToolsCall   = "tools/call"
+	methodDiscover    = "server/discover"
+)
+
+// handleFrame dispatches one input frame on the read loop.
+func (ss *Session) handleFrame(frame []byte) {
+	f := jsonrpc.DecodeFrame(frame)
+	if !f.Batch {
+		ss.handleItem(f.Items[0])
+		return
+	}
+	if ss.era != eraLegacy || !mcp.FeaturesOf(ss.version).Batches {
+		ss.sendError(&jsonrpc.Error{
+			Code:    jsonrpc.CodeInvalidRequest,
+			Message: "Invalid request: JSON-RPC batches are only accepted in a 2025-03-26 session",
+		})
+		return
+	}
+	if len(f.Items) > ss.srv.opts.MaxBatch {
+		ss.sendError(&jsonrpc.Error{
+			Code:    jsonrpc.CodeInvalidRequest,
+			Message: fmt.Sprintf("Invalid request: batch exceeds %d messages", ss.srv.opts.MaxBatch),
+		})
+		return
+	}
+	// Members are handled one by one, as if they had arrived on their own
+	// lines; each request is answered by its own response line.
+	for _, it := range f.Items {
+		if it.Msg != nil && it.Msg.Method == methodInitialize {
+			ss.sendError(jsonrpc.NewError(it.Msg.ID, jsonrpc.CodeInvalidRequest,
+				"Invalid request: initialize must not be part of a batch"))
+			continue
+		}
+		ss.handleItem(it)
+	}
+}
+
+func (ss *Session) handleItem(it jsonrpc.Item) {
+	if it.Err != nil {
+		ss.sendError(it.Err)
+		return
+	}
+	m := it.Msg
+	defer func() {
+		// A bug in inline handling must cost one request, not the
+		// session. The stack goes to the log only.
+		if r := recover(); r != nil {
+			ref := newRef()
+			ss.log.Error("panic while handling a message", slog.String("method", m.Method),
+				slog.String("ref", ref), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			if m.Kind == jsonrpc.KindRequest {
+				ss.sendError(internalError(m.ID, ref))
+			}
+		}
+	}()
+	switch m.Kind {
+	case jsonrpc.KindResponse:
+		// The server sends no requests, so no response is expected.
+		ss.log.Debug("ignoring a response from the client")
+	case jsonrpc.KindNotification:
+		ss.handleNotification(m)
+	case jsonrpc.KindRequest:
+		ss.handleRequest(m)
+	}
+}
+
+func (ss *Session) handleNotification(m *jsonrpc.Message) {
+	switch m.Method {
+	case methodInitialized:
+		if ss.era == eraLegacy {
+			ss.log.Debug("client initialized")
+		}
+	case methodCancelled:
+		ss.cancelCall(m.Params)
+	default:
+		// Unknown notifications are ignored, as the spec requires.
+		ss.log.Debug("ignoring notification", slog.String("method", truncate(m.Method, 64)))
+	}
+}
+
+// handleRequest applies the lifecycle of the stream's era.
+func (ss *Session) handleRequest(m *jsonrpc.Message) {
+	switch ss.era {
+	case eraUndecided:
+		ss.handleUndecided(m)
+	case eraLegacy:
+		ss.handleLegacy(m)
+	case eraModern:
+		ss.handleModern(m)
+	}
+}
+
+// handleUndecided serves the first requests of a stream: initialize starts
+// a legacy session, a modern version in _meta (or server/discover) makes the
+// stream stateless, ping is answered, anything else is refused at once.
+func (ss *Session) handleUndecided(m *jsonrpc.Message) {
+	switch m.Method {
+	case methodInitialize:
+		ss.initialize(m)
+		return
+	case methodPing:
+		ss.ping(m, mcp.LatestLegacy)
+		return
+	}
+	v, present, err := metaVersion(m.Params)
+	if err != nil {
+		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
+		return
+	}
+	switch {
+	case present && !mcp.IsModern(v):
+		ss.unsupportedVersion(m, v)
+	case present || m.Method == methodDiscover:
+		ss.era = eraModern
+		ss.log.Debug("stateless session", slog.String("protocol_version", mcp.V20260728))
+		ss.dispatchModern(m, mcp.V20260728)
+	default:
+		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
+			"Invalid request: the session is not initialized; send initialize first, "+
+				"or name protocol version 2026-07-28 in params._meta"))
+	}
+}
+
+func (ss *Session) handleLegacy(m *jsonrpc.Message) {
+	switch m.Method {
+	case methodInitialize:
+		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
+			"Invalid request: the session is already initialized"))
+	case methodPing:
+		ss.ping(m, ss.version)
+	case methodToolsList:
+		ss.toolsList(m, ss.version)
+	case methodToolsCall:
+		ss.startCall(m, ss.version)
+	default:
+		ss.methodNotFound(m)
+	}
+}
+
+func (ss *Session) handleModern(m *jsonrpc.Message) {
+	v, present, err := metaVersion(m.Params)
+	switch {
+	case err != nil:
+		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
+	case m.Method == methodInitialize:
+		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
+			"Invalid request: this stream is stateless (protocol 2026-07-28); initialize is not accepted"))
+	case !present:
+		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
+			`Invalid request: params._meta["io.modelcontextprotocol/protocolVersion"] is required`))
+	case !mcp.IsModern(v):
+		ss.unsupportedVersion(m, v)
+	default:
+		ss.dispatchModern(m, v)
+	}
+}
+
+func (ss *Session) dispatchModern(m *jsonrpc.Message, version string) {
+	switch m.Method {
+	case methodDiscover:
+		if !ss.checkParams(m, nil) {
+			return
+		}
+		ss.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.Discover()))
+	case methodToolsList:
+		ss.toolsList(m, version)
+	case methodToolsCall:
+		ss.startCall(m, version)
+	default:
+		// ping and the handshake do not exist in the stateless era.
+		ss.methodNotFound(m)
+	}
+}
+
+func (ss *Session) methodNotFound(m *jsonrpc.Message) {
+	ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
+		"Method not found: "+quote(m.Method)))
+}
+
+func (ss *Session) unsupportedVersion(m *jsonrpc.Message, requested string) {
+	ss.sendError(&jsonrpc.Error{
+		ID:      m.ID,
+		Code:    mcp.CodeUnsupportedProtocolVersion,
+		Message: "Unsupported protocol version",
+		Data:    mcp.UnsupportedVersionData(truncate(requested, 64)),
+	})
+}
+
+type initializeParams struct {
+	ProtocolVersion *string        `json:"protocolVersion"`
+	Capabilities    jsontext.Value `json:"capabilities"`
+	ClientInfo      *struct {
+		Name    *string `json:"name"`
+		Version *string `json:"version"`
+	} `json:"clientInfo"`
+	Meta jsontext.Value `json:"_meta"`
+}
+
+func (ss *Session) initialize(m *jsonrpc.Message) {
+	var p initializeParams
+	var why string
+	switch err := unmarshalParams(m.Params, &p, false); {
+	case err != nil:
+		why = err.Error()
+	case p.ProtocolVersion == nil:
+		why = "protocolVersion is required"
+	case len(p.Capabilities) == 0 || p.Capabilities.Kind() != '{':
+		why = "capabilities must be an object"
+	case p.ClientInfo == nil || p.ClientInfo.Name == nil || p.ClientInfo.Version == nil:
+		why = "clientInfo with name and version is required"
+	}
+	if why != "" {
+		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+why))
+		return
+	}
+	v := mcp.Negotiate(*p.ProtocolVersion)
+	ss.era, ss.version, ss.initialized = eraLegacy, v, true
+	ss.log.Info("session initialized", slog.String("protocol_version", v),
+		slog.Bool("version_offered", v != *p.ProtocolVersion))
+	ss.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.Initialize(v)))
+}
+
+func (ss *Session) ping(m *jsonrpc.Message, version string) {
+	if !ss.checkParams(m, nil) {
+		return
+	}
+	ss.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.Empty(version)))
+}
+
+type listParams struct {
+	Cursor *string        `json:"cursor"`
+	Meta   jsontext.Value `json:"_meta"`
+}
+
+func (ss *Session) toolsList(m *jsonrpc.Message, version string) {
+	var p listParams
+	if !ss.checkParams(m, &p) {
+		return
+	}
+	if p.Cursor != nil {
+		// Every list fits one page, so no cursor was ever issued.
+		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: unknown cursor"))
+		return
+	}
+	ss.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.ToolsList(version)))
+}
+
+type emptyParams struct {
+	Meta jsontext.Value `json:"_meta"`
+}
+
+// checkParams decodes m's params strictly into dst (nil: only _meta is
+// allowed) and answers -32602 when they do not fit.
+func (ss *Session) checkParams(m *jsonrpc.Message, dst any) bool {
+	if dst == nil {
+		dst = &emptyParams{}
+	}
+	if err := unmarshalParams(m.Params, dst, true); err != nil {
+		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
+		return false
+	}
+	return true
+}
+
+// unmarshalParams decodes params (nil means absent) into dst. strict
+// refuses unknown members. Errors name the member, never its value.
+func unmarshalParams(params []byte, dst any, strict bool) error {
+	if params == nil {
+		return nil
+	}
+	if err := json.Unmarshal(params, dst, json.RejectUnknownMembers(strict)); err != nil {
+		return paramsError(err)
+	}
+	return nil
+}
+
+func paramsError(err error) error {
+	var se *json.SemanticError
+	if errors.As(err, &se) && se.JSONPointer != "" {
+		name := quote(strings.TrimPrefix(string(se.JSONPointer), "/"))
+		if errors.Is(err, json.ErrUnknownName) {
+			return fmt.Errorf("unknown member %s", name)
+		}
+		return fmt.Errorf("member %s has the wrong type", name)
+	}
+	return errors.New("params do not match the method")
+}
+
+// metaVersion reads params._meta["io.modelcontextprotocol/protocolVersion"].
+func metaVersion(params []byte) (v string, present bool, err error) {
+	if params == nil {
+		return "", false, nil
+	}
+	var p struct {
+		Meta *struct {
+			Version *string `json:"io.modelcontextprotocol/protocolVersion"`
+		} `json:"_meta"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return "", false, fmt.Errorf("_meta is malformed")
+	}
+	if p.Meta == nil || p.Meta.Version == nil {
+		return "", false, nil
+	}
+	return *p.Meta.Version, true, nil
+}

@@ -1,0 +1,134 @@
+// Package session runs MCP sessions: the read loop, the protocol lifecycle
+// of both eras, dispatch, one task per tools/call, cancellation and the
+// graceful drain.
+//
+// A [Server] holds what every session shares: the tools, the rendered fixed
+// results, the concurrency limiter and the settings. A [Session] serves one
+// [Conn]. initialize, ping, tools/list and server/discover are answered
+// inline, in arrival order, by the read loop; each tools/call becomes a task
+// owned by the session, so responses may arrive out of order. Every task
+// passes the guardrails in a fixed order: structural sanitizer, FIFO
+// concurrency limiter, execution deadline, strict argument decoding (inside
+// the tool).
+//
+// The session never imports a tool: it calls the [tool.Tool] interface.
+package session
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/mcp-bastion/bastion/internal/guard"
+	"github.com/mcp-bastion/bastion/internal/mcp"
+	"github.com/mcp-bastion/bastion/internal/tool"
+)
+
+// ArgumentErrorMode says how a session reports arguments that fail the
+// sanitizer or the tool's input schema.
+type ArgumentErrorMode int
+
+const (
+	// ArgumentErrorsInBand reports them as a tool result with isError
+	// true, so the model can read the problem and correct itself (MCP
+	// 2025-11-25). This is the default.
+	ArgumentErrorsInBand ArgumentErrorMode = iota
+	// ArgumentErrorsProtocol reports them as JSON-RPC -32602 with the
+	// problem in error.data.
+	ArgumentErrorsProtocol
+)
+
+// Defaults of [Options].
+const (
+	DefaultMaxConcurrency = 16
+	DefaultQueueTimeout   = 5 * time.Second
+	DefaultCallTimeout    = 30 * time.Second
+	DefaultDrainGrace     = 5 * time.Second
+	DefaultMaxBatch       = 64
+)
+
+// Options configure a Server. Zero durations and counts take the defaults.
+type Options struct {
+	// Tools are the tools offered. Required.
+	Tools *tool.Registry
+	// Info identifies the server to clients.
+	Info mcp.Implementation
+	// Instructions, if set, are offered to clients as model guidance.
+	Instructions string
+
+	// MaxConcurrency is the number of tool-call slots.
+	MaxConcurrency int64
+	// QueueTimeout bounds the FIFO wait for a slot.
+	QueueTimeout time.Duration
+	// CallTimeout is the execution deadline of one tool call, counted
+	// from when it gets a slot.
+	CallTimeout time.Duration
+	// DrainGrace is how long in-flight calls may run after input ends
+	// or a drain starts, before they are cancelled.
+	DrainGrace time.Duration
+	// MaxBatch caps the members of a JSON-RPC batch (2025-03-26 only).
+	MaxBatch int
+	// Limits bound the structure of tool arguments.
+	Limits guard.Limits
+	// ArgumentErrors selects how argument errors are reported.
+	ArgumentErrors ArgumentErrorMode
+
+	// Logger receives structured logs; nil discards them. It never
+	// receives argument values.
+	Logger *slog.Logger
+}
+
+// Server holds what all sessions share. It is safe for concurrent use.
+type Server struct {
+	opts    Options
+	enc     *mcp.Encoder
+	limiter *guard.Limiter
+	log     *slog.Logger
+}
+
+// NewServer validates opts, fills in defaults and renders the fixed results.
+func NewServer(opts Options) (*Server, error) {
+	if opts.Tools == nil {
+		return nil, errors.New("session: Options.Tools is required")
+	}
+	if opts.Info.Name == "" || opts.Info.Version == "" {
+		return nil, errors.New("session: Options.Info needs a name and a version")
+	}
+	if opts.MaxConcurrency <= 0 {
+		opts.MaxConcurrency = DefaultMaxConcurrency
+	}
+	if opts.QueueTimeout <= 0 {
+		opts.QueueTimeout = DefaultQueueTimeout
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.DrainGrace <= 0 {
+		opts.DrainGrace = DefaultDrainGrace
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	if opts.Limits == (guard.Limits{}) {
+		opts.Limits = guard.DefaultLimits()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	descs := make([]tool.Descriptor, 0, opts.Tools.Len())
+	for _, t := range opts.Tools.Tools() {
+		descs = append(descs, t.Descriptor())
+	}
+	enc, err := mcp.NewEncoder(opts.Info, opts.Instructions, descs)
+	if err != nil {
+		return nil, fmt.Errorf("session: %w", err)
+	}
+	return &Server{
+		opts:    opts,
+		enc:     enc,
+		limiter: guard.NewLimiter(opts.MaxConcurrency, opts.QueueTimeout),
+		log:     log,
+	}, nil
+}

@@ -1,0 +1,231 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/wire"
+)
+
+// Conn is the transport a session runs on. Read is called by one goroutine
+// only; Write is safe for concurrent use and writes whole messages;
+// CloseRead must unblock a pending Read; Failed is closed when output has
+// failed; Shutdown flushes what Write accepted and stops the output.
+type Conn interface {
+	Read() ([]byte, error)
+	Write(ctx context.Context, msg []byte) error
+	CloseRead() error
+	Failed() <-chan struct{}
+	Err() error
+	Shutdown(ctx context.Context) error
+}
+
+var _ Conn = (*wire.Conn)(nil)
+
+// Causes of task cancellation, as seen by context.Cause.
+var (
+	// ErrPeerCancelled: the client sent notifications/cancelled.
+	ErrPeerCancelled = errors.New("session: cancelled by the client")
+	// ErrShutdown: the drain grace expired or the session is stopping.
+	ErrShutdown = errors.New("session: shutting down")
+	// ErrOutputFailed: the output stream failed; nobody can be answered.
+	ErrOutputFailed = errors.New("session: output failed")
+)
+
+type era uint8
+
+const (
+	eraUndecided era = iota
+	eraLegacy
+	eraModern
+)
+
+// call is one in-flight tools/call.
+type call struct {
+	cancel        context.CancelCauseFunc
+	peerCancelled bool // guarded by Session.mu
+}
+
+// Session serves one connection. Create it with [Server.NewSession] and run
+// it with [Session.Run].
+type Session struct {
+	srv  *Server
+	conn Conn
+	log  *slog.Logger
+
+	// Read-loop state: only the read loop touches these.
+	era         era
+	version     string // negotiated legacy version
+	initialized bool   // initialize answered (legacy)
+
+	mu       sync.Mutex
+	inflight map[jsonrpc.ID]*call
+
+	tasks    sync.WaitGroup
+	taskCtx  context.Context
+	stopping atomic.Bool
+
+	drainOnce sync.Once
+	drainCh   chan struct{}
+	// writeCtx bounds writes of responses; it ends on a hard stop.
+	writeCtx context.Context
+}
+
+// NewSession returns a session of s on conn.
+func (s *Server) NewSession(conn Conn) *Session {
+	return &Session{
+		srv:      s,
+		conn:     conn,
+		log:      s.log,
+		inflight: make(map[jsonrpc.ID]*call),
+		drainCh:  make(chan struct{}),
+	}
+}
+
+// Drain starts a graceful drain: reading stops, in-flight calls get the
+// drain grace to finish and are then cancelled, and Run returns. It may be
+// called from any goroutine, any number of times.
+func (ss *Session) Drain() {
+	ss.drainOnce.Do(func() { close(ss.drainCh) })
+}
+
+// Run serves the connection until its input ends, [Session.Drain] is
+// called, its output fails or ctx ends, and returns once every task and the
+// read loop have finished and accepted responses are flushed. End of input
+// and Drain are graceful and return nil. Cancelling ctx is the hard stop:
+// in-flight calls are cancelled at once and Run returns ctx's cause. An
+// output failure cancels every call and returns an error wrapping
+// ErrOutputFailed.
+func (ss *Session) Run(ctx context.Context) error {
+	ss.writeCtx = ctx
+	taskCtx, cancelTasks := context.WithCancelCause(ctx)
+	defer cancelTasks(nil)
+	ss.taskCtx = taskCtx
+
+	readDone := make(chan error, 1)
+	go func() { readDone <- ss.readLoop() }()
+
+	var (
+		result    error
+		readerErr error
+		readerOut bool
+	)
+	select {
+	case readerErr = <-readDone:
+		readerOut = true
+		if readerErr != nil {
+			ss.log.Warn("input failed; draining", slog.String("error", readerErr.Error()))
+		} else {
+			ss.log.Debug("input ended; draining")
+		}
+	case <-ss.drainCh:
+		ss.log.Info("drain requested")
+	case <-ctx.Done():
+	case <-ss.conn.Failed():
+	}
+
+	ss.stopping.Store(true)
+	ss.conn.CloseRead()
+
+	tasksDone := make(chan struct{})
+	go func() { ss.tasks.Wait(); close(tasksDone) }()
+
+	switch {
+	case ctx.Err() != nil:
+		cancelTasks(context.Cause(ctx))
+		result = context.Cause(ctx)
+	case isClosed(ss.conn.Failed()):
+		cancelTasks(ErrOutputFailed)
+		result = fmt.Errorf("%w: %w", ErrOutputFailed, ss.conn.Err())
+	default:
+		grace := time.NewTimer(ss.srv.opts.DrainGrace)
+		select {
+		case <-tasksDone:
+		case <-grace.C:
+			ss.log.Warn("drain grace expired; cancelling in-flight calls", slog.Int("in_flight", ss.inFlight()))
+			cancelTasks(ErrShutdown)
+		case <-ctx.Done():
+			cancelTasks(context.Cause(ctx))
+			result = context.Cause(ctx)
+		case <-ss.conn.Failed():
+			cancelTasks(ErrOutputFailed)
+			result = fmt.Errorf("%w: %w", ErrOutputFailed, ss.conn.Err())
+		}
+		grace.Stop()
+	}
+	<-tasksDone
+	if !readerOut {
+		<-readDone
+	}
+	if err := ss.conn.Shutdown(ctx); err != nil && result == nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			result = err
+		} else {
+			result = fmt.Errorf("%w: %w", ErrOutputFailed, err)
+		}
+	}
+	return result
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+func (ss *Session) inFlight() int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return len(ss.inflight)
+}
+
+// readLoop reads and dispatches frames until input ends (nil), input fails
+// (the error) or the session stops.
+func (ss *Session) readLoop() error {
+	for !ss.stopping.Load() {
+		frame, err := ss.conn.Read()
+		if ss.stopping.Load() {
+			return nil
+		}
+		if err != nil {
+			var tooLarge *wire.FrameTooLargeError
+			switch {
+			case errors.As(err, &tooLarge):
+				ss.log.Warn("oversized frame discarded", slog.Int("max_frame_bytes", tooLarge.Limit))
+				ss.send(jsonrpc.AppendError(nil, &jsonrpc.Error{
+					Code:    jsonrpc.CodeInvalidRequest,
+					Message: fmt.Sprintf("Invalid request: message exceeds %d bytes", tooLarge.Limit),
+					Data:    fmt.Appendf(nil, `{"max_frame_bytes":%d}`, tooLarge.Limit),
+				}))
+				continue
+			case errors.Is(err, io.EOF):
+				return nil
+			default:
+				return err
+			}
+		}
+		ss.handleFrame(frame)
+	}
+	return nil
+}
+
+// send writes one message; failures surface through Conn.Failed.
+func (ss *Session) send(msg []byte) {
+	if err := ss.conn.Write(ss.writeCtx, msg); err != nil {
+		ss.log.Debug("response not written", slog.String("error", err.Error()))
+	}
+}
+
+func (ss *Session) sendError(e *jsonrpc.Error) {
+	ss.send(jsonrpc.AppendError(nil, e))
+}

@@ -1,0 +1,147 @@
+// Package tool defines what a tool is to the server core: a [Descriptor]
+// advertised by tools/list and a [Tool.Call] that receives the raw, already
+// sanitised arguments of a tools/call.
+//
+// [New] adapts a typed Go function into a Tool. It is where arguments are
+// decoded strictly: first validated against the tool's own input schema (so
+// what is advertised is what is enforced), then decoded into the input type
+// with unknown members refused and no coercion ("10" is not 10, true is not
+// 1, 1.5 is not an integer). Decoding failures are [*ArgumentError]s, which
+// the session reports in-band or as JSON-RPC -32602 depending on its mode.
+//
+// A tool reports a refusal the caller can act on by returning a
+// [*problem.Problem]; any other error is an internal failure that the peer
+// only sees as a generic -32603.
+package tool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/problem"
+)
+
+// Annotations are the behaviour hints advertised with a tool. Every field is
+// always sent: a reader should not have to know the spec's defaults.
+type Annotations struct {
+	Title           string `json:"title,omitempty"`
+	ReadOnlyHint    bool   `json:"readOnlyHint"`
+	DestructiveHint bool   `json:"destructiveHint"`
+	IdempotentHint  bool   `json:"idempotentHint"`
+	OpenWorldHint   bool   `json:"openWorldHint"`
+}
+
+// ReadOnly are the annotations of a tool that only observes: read-only,
+// not destructive, idempotent, closed world.
+var ReadOnly = Annotations{ReadOnlyHint: true, IdempotentHint: true}
+
+// Descriptor is what tools/list advertises about a tool.
+type Descriptor struct {
+	Name        string
+	Title       string
+	Description string
+	// InputSchema is a JSON Schema (2020-12) object whose root type is
+	// "object". It is enforced on every call.
+	InputSchema jsontext.Value
+	// OutputSchema, if set, describes the structured result.
+	OutputSchema jsontext.Value
+	Annotations  Annotations
+}
+
+// Result is a successful tool result. Structured is the JSON object sent as
+// structuredContent and, identically, as the one text block.
+type Result struct {
+	Structured jsontext.Value
+}
+
+// Tool is a callable tool. Implementations must be safe for concurrent use:
+// the session runs calls in parallel.
+type Tool interface {
+	// Descriptor returns the tool's advertised description. It must return
+	// the same value every time.
+	Descriptor() Descriptor
+	// Call runs the tool. args is the arguments object of the call, already
+	// passed through the structural sanitizer ("{}" when absent). ctx
+	// carries the call's deadline and is cancelled when the peer cancels
+	// the call or the session shuts down; a Call must return promptly then.
+	Call(ctx context.Context, args jsontext.Value) (Result, error)
+}
+
+// ArgumentError reports arguments that do not satisfy the tool's input
+// schema or input type. Problem is always an MCP_VALIDATION_ERROR.
+type ArgumentError struct {
+	Problem *problem.Problem
+}
+
+func (e *ArgumentError) Error() string { return "invalid arguments: " + e.Problem.Detail }
+
+// Unwrap returns the problem, so errors.As finds it too.
+func (e *ArgumentError) Unwrap() error { return e.Problem }
+
+// NewArgumentError returns an ArgumentError with a validation problem.
+func NewArgumentError(detail string, invalidParams ...string) *ArgumentError {
+	return &ArgumentError{Problem: problem.New(problem.Validation, detail, invalidParams...)}
+}
+
+// namePattern is the 2025-11-25 tool-name guidance (SEP-986): 1–128
+// characters of A-Z a-z 0-9 _ - . only.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// Registry is an immutable-after-start set of tools, listed in name order.
+// Add must not be called concurrently with other methods.
+type Registry struct {
+	byName map[string]Tool
+	sorted []Tool
+}
+
+// NewRegistry returns a registry holding tools. It fails on an invalid or
+// duplicate name or an input schema whose root is not an object.
+func NewRegistry(tools ...Tool) (*Registry, error) {
+	r := &Registry{byName: make(map[string]Tool, len(tools))}
+	for _, t := range tools {
+		if err := r.add(t); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (r *Registry) add(t Tool) error {
+	d := t.Descriptor()
+	if !namePattern.MatchString(d.Name) {
+		return fmt.Errorf("tool: invalid tool name %q", d.Name)
+	}
+	if _, dup := r.byName[d.Name]; dup {
+		return fmt.Errorf("tool: duplicate tool name %q", d.Name)
+	}
+	if len(d.InputSchema) == 0 {
+		return fmt.Errorf("tool: %s: missing input schema", d.Name)
+	}
+	r.byName[d.Name] = t
+	r.sorted = append(r.sorted, t)
+	sort.Slice(r.sorted, func(i, j int) bool {
+		return r.sorted[i].Descriptor().Name < r.sorted[j].Descriptor().Name
+	})
+	return nil
+}
+
+// Lookup returns the tool called name.
+func (r *Registry) Lookup(name string) (Tool, bool) {
+	t, ok := r.byName[name]
+	return t, ok
+}
+
+// Tools returns the tools in name order. The caller must not modify the
+// slice.
+func (r *Registry) Tools() []Tool { return r.sorted }
+
+// Len reports how many tools are registered.
+func (r *Registry) Len() int { return len(r.sorted) }
+
+// errNotObject is returned when structured output is not a JSON object.
+var errNotObject = errors.New("tool: structured result is not a JSON object")

@@ -1,0 +1,186 @@
+package wire
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// ErrClosed is returned by Conn methods after Close.
+var ErrClosed = errors.New("wire: connection closed")
+
+// WriteError reports that the output stream failed; the peer is gone or
+// stdout is broken. Nothing more will be written.
+type WriteError struct{ Err error }
+
+func (e *WriteError) Error() string { return "wire: write: " + e.Err.Error() }
+
+// Unwrap returns the underlying I/O error.
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// Conn is a stdio-style connection: newline-framed input and output.
+//
+// Read is for a single reader goroutine. Write is safe for concurrent use;
+// messages are written whole, one per line, in the order Write accepted
+// them, by one writer goroutine owned by the Conn. Close stops the writer
+// after flushing what was accepted and closes the input if it is an
+// io.Closer, which unblocks a pending Read.
+type Conn struct {
+	in     *Reader
+	inC    io.Closer
+	out    *bufio.Writer
+	queue  chan []byte
+	failed chan struct{} // closed when the writer has failed
+	done   chan struct{} // closed when the writer goroutine has returned
+
+	// mu guards closed against the queue being closed under a sender:
+	// senders hold it shared, Close exclusively.
+	mu       sync.RWMutex
+	closed   bool
+	writeErr error // set once, before failed is closed
+	closeIn  sync.Once
+}
+
+// queueLen bounds the messages waiting for the writer. Writers block beyond
+// it, so a peer that stops reading cannot make the server buffer without
+// bound.
+const queueLen = 256
+
+// NewConn returns a Conn reading frames from r (capped at maxFrame bytes)
+// and writing to w. It starts the writer goroutine; call Close to stop it.
+func NewConn(r io.Reader, w io.Writer, maxFrame int) *Conn {
+	c := &Conn{
+		in:     NewReader(r, maxFrame),
+		out:    bufio.NewWriterSize(w, 64<<10),
+		queue:  make(chan []byte, queueLen),
+		failed: make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	if rc, ok := r.(io.Closer); ok {
+		c.inC = rc
+	}
+	go c.writeLoop()
+	return c
+}
+
+// Read returns the next input frame; see [Reader.Next]. The slice is valid
+// until the next Read.
+func (c *Conn) Read() ([]byte, error) { return c.in.Next() }
+
+// Write queues msg, which must be one complete JSON message without a line
+// terminator, for writing. It does not copy msg: the caller must not modify
+// it afterwards. Write blocks while the queue is full, until ctx ends, and
+// fails with a *WriteError once the output has failed or ErrClosed after
+// Close.
+func (c *Conn) Write(ctx context.Context, msg []byte) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return ErrClosed
+	}
+	if c.isFailed() {
+		return c.writeErr
+	}
+	select {
+	case c.queue <- msg:
+		return nil
+	case <-c.failed:
+		return c.writeErr
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// Failed returns a channel closed when the output has failed.
+func (c *Conn) Failed() <-chan struct{} { return c.failed }
+
+// Err returns the output failure, if any.
+func (c *Conn) Err() error {
+	if c.isFailed() {
+		return c.writeErr
+	}
+	return nil
+}
+
+// CloseRead closes the input, unblocking a pending Read when the input
+// supports it. It is safe to call more than once.
+func (c *Conn) CloseRead() error {
+	var err error
+	c.closeIn.Do(func() {
+		if c.inC != nil {
+			err = c.inC.Close()
+		}
+	})
+	return err
+}
+
+// Close closes the input, flushes every accepted message and stops the
+// writer. It returns the output failure, if any. Close is idempotent.
+func (c *Conn) Close() error { return c.Shutdown(context.Background()) }
+
+// Shutdown is Close with a bound: if the output is blocked (a peer that no
+// longer reads) it gives up waiting for the writer when ctx ends and
+// returns ctx's error. The writer then exits when its pending write fails.
+func (c *Conn) Shutdown(ctx context.Context) error {
+	c.CloseRead()
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.queue)
+	}
+	c.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.Err()
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (c *Conn) writeLoop() {
+	defer close(c.done)
+	var line []byte
+	for msg := range c.queue {
+		if c.isFailed() {
+			continue // drain so blocked senders return
+		}
+		line = AppendASCII(line[:0], msg)
+		line = append(line, '\n')
+		_, err := c.out.Write(line)
+		// Flush when nothing else is waiting: one write(2) per burst
+		// instead of one per message.
+		if err == nil && len(c.queue) == 0 {
+			err = c.out.Flush()
+		}
+		if err != nil {
+			c.fail(err)
+		}
+	}
+	if !c.isFailed() {
+		if err := c.out.Flush(); err != nil {
+			c.fail(err)
+		}
+	}
+}
+
+func (c *Conn) isFailed() bool {
+	select {
+	case <-c.failed:
+		return true
+	default:
+		return false
+	}
+}
+
+// fail records the output failure. Only the writer goroutine calls it, at
+// most once; closing failed publishes writeErr to every reader.
+func (c *Conn) fail(err error) {
+	c.writeErr = &WriteError{Err: err}
+	close(c.failed)
+}
+
+// String describes the connection for logs.
+func (c *Conn) String() string { return fmt.Sprintf("wire.Conn(max=%d)", c.in.max) }
