@@ -1,0 +1,35 @@
+# mcp-bastion developer targets. Every target pins the Go toolchain.
+export GOTOOLCHAIN := go1.26.10
+
+BIN := bin
+
+.PHONY: help build test lint fuzz bench demo check clean
+
+help: ## list targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+build: ## build bin/bastion
+	go build -o $(BIN)/bastion ./cmd/bastion
+
+test: ## install what tests need, then gates, go test -race ./... and brief fuzzing
+	scripts/test.sh
+
+lint: ## gofmt, go vet, staticcheck
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	go vet ./...
+	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+fuzz: ## run every fuzz target for FUZZTIME (default 60s) each
+	FUZZTIME=$${FUZZTIME:-60s} scripts/fuzz.sh
+
+bench: ## micro-benchmarks and the whole-process load comparison
+	go test -run='^$$' -bench=. -benchmem ./internal/...
+	bench/run-load.sh
+
+demo: ## run bastion serve on the embedded default and show a real exchange
+	scripts/demo.sh
+
+check: lint test ## everything CI runs
+
+clean: ## remove build output
+	rm -rf $(BIN)
