@@ -55,6 +55,7 @@ func TestMain(m *testing.M) {
 var binaries = map[string]string{
 	"bastion":    "./cmd/bastion",
 	"testserver": "./e2e/testserver",
+	"refund":     "./examples/refund",
 }
 
 // waitLimit bounds every wait in these tests. It is a failure bound, not a

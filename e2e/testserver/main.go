@@ -7,18 +7,15 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"log/slog"
 	"os"
-	"os/signal"
 	"runtime"
-	"syscall"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcp-bastion/bastion/internal/config"
 	"github.com/mcp-bastion/bastion/internal/mcp"
-	"github.com/mcp-bastion/bastion/internal/session"
 	"github.com/mcp-bastion/bastion/internal/stdio"
 	"github.com/mcp-bastion/bastion/internal/tool"
 )
@@ -38,18 +35,17 @@ type countOut struct {
 }
 
 func main() {
-	signal.Ignore(syscall.SIGPIPE)
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	os.Exit(stdio.Main(stdio.Program{
+		Info: mcp.Implementation{Name: "testserver", Version: "0"},
+		Tools: func(*config.Config, *slog.Logger) ([]tool.Tool, error) {
+			return tools(), nil
+		},
+	}))
+}
 
-	cfg, err := config.Load(os.Environ())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	log := cfg.NewLogger(os.Stderr)
+func tools() []tool.Tool {
 	noArgs := jsontext.Value(`{"type":"object","additionalProperties":false}`)
-	tools := []tool.Tool{
+	return []tool.Tool{
 		tool.MustNew(tool.Descriptor{
 			Name:         "sleep",
 			Description:  "Sleeps ms milliseconds or until cancelled.",
@@ -76,27 +72,5 @@ func main() {
 		}, func(ctx context.Context, in emptyIn) (countOut, error) {
 			return countOut{Goroutines: runtime.NumGoroutine()}, nil
 		}),
-	}
-	reg, err := tool.NewRegistry(tools...)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	srv, err := session.NewServer(session.Options{
-		Tools:          reg,
-		Info:           mcp.Implementation{Name: "testserver", Version: "0"},
-		MaxConcurrency: cfg.MaxConcurrency,
-		QueueTimeout:   cfg.QueueTimeout,
-		CallTimeout:    cfg.CallTimeout,
-		DrainGrace:     cfg.DrainGrace,
-		Logger:         log,
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	if err := stdio.Serve(context.Background(), srv, stdio.PollableStdin(), os.Stdout, cfg.MaxFrameBytes, sigs, log); err != nil {
-		log.Error("session ended abnormally", "error", err.Error())
-		os.Exit(1)
 	}
 }
