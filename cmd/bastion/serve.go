@@ -2,18 +2,20 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/mcp-bastion/bastion/internal/config"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 	"github.com/mcp-bastion/bastion/internal/session"
 	"github.com/mcp-bastion/bastion/internal/stdio"
 	"github.com/mcp-bastion/bastion/internal/tool"
+	"github.com/mcp-bastion/bastion/internal/tools/sandboxfs"
+	"github.com/mcp-bastion/bastion/internal/tools/sqlquery"
 	"github.com/mcp-bastion/bastion/internal/tools/sysmetrics"
 )
 
@@ -89,10 +91,25 @@ func newServer(cfg *config.Config, log *slog.Logger) (*session.Server, func(), e
 		}
 	}
 	if cfg.SQLDSN.IsSet() {
-		return nil, closeAll, errors.New("MCP_SQL_DSN: read_only_sql is not available in this build yet")
+		t, err := newSQLTool(cfg, log)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		tools = append(tools, t)
+		closers = append(closers, t)
 	}
 	if cfg.SafeDataDir != "" {
-		return nil, closeAll, errors.New("MCP_SAFE_DATA_DIR: sandbox_fs_read is not available in this build yet")
+		r, err := sandboxfs.New(cfg.SafeDataDir, cfg.FSMaxBytes)
+		if err != nil {
+			closeAll()
+			// The error names the directory: it is the operator's own
+			// configuration, shown on the operator's terminal only.
+			return nil, nil, fmt.Errorf("MCP_SAFE_DATA_DIR: %w", err)
+		}
+		log.Info("sandbox_fs_read enabled", slog.String("mechanism", r.Mechanism()))
+		tools = append(tools, r)
+		closers = append(closers, r)
 	}
 	if cfg.MetricsEnabled {
 		t, err := sysmetrics.New(cfg.MetricsDiskPath)
@@ -122,6 +139,35 @@ func newServer(cfg *config.Config, log *slog.Logger) (*session.Server, func(), e
 		return nil, nil, err
 	}
 	return srv, closeAll, nil
+}
+
+// newSQLTool builds read_only_sql. The database is not required to be up:
+// an unreachable one is logged (without connection details) and each call
+// fails with -32603 until it is.
+func newSQLTool(cfg *config.Config, log *slog.Logger) (*sqlquery.Tool, error) {
+	policy, err := sqlquery.NewPolicy()
+	if err != nil {
+		return nil, err
+	}
+	exec, err := sqlquery.NewExecutor(cfg.SQLDSN.Reveal(), sqlquery.ExecOptions{
+		StatementTimeout: cfg.SQLStatementTimeout,
+		MaxConns:         cfg.SQLPoolMaxSize,
+		Logger:           log.With(slog.String("tool", sqlquery.Name)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	t, err := sqlquery.NewTool(policy, exec, cfg.SQLMaxRows)
+	if err != nil {
+		exec.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := exec.Ping(ctx); err != nil {
+		log.Warn("read_only_sql: the database is not reachable yet; calls fail until it is")
+	}
+	return t, nil
 }
 
 func writeServeHelp(w io.Writer) {

@@ -144,19 +144,26 @@ func (p *Problem) Unwrap() error { return p.Cause }
 // RPCCode returns the JSON-RPC error code used when p travels as error.data.
 func (p *Problem) RPCCode() int { return entryFor(p.Code).rpcCode }
 
+// Cap returns s cut to at most [MaxEcho] characters (an ellipsis marks the
+// cut). Use it for details that embed text which may repeat caller input,
+// such as a database's error message.
+func Cap(s string) string {
+	if utf8.RuneCountInString(s) <= MaxEcho {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == MaxEcho {
+			return s[:i] + "…"
+		}
+		n++
+	}
+	return s
+}
+
 // Quote returns s as a Go-quoted string, cut to at most [MaxEcho]
 // characters first. Use it for every piece of caller input that a detail
 // repeats, so control characters are escaped and the length is bounded.
 func Quote(s string) string {
-	if utf8.RuneCountInString(s) > MaxEcho {
-		n := 0
-		for i := range s {
-			if n == MaxEcho {
-				s = s[:i] + "…"
-				break
-			}
-			n++
-		}
-	}
-	return strconv.Quote(s)
+	return strconv.Quote(Cap(s))
 }

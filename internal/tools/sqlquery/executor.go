@@ -1,0 +1,330 @@
+package sqlquery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mcp-bastion/bastion/internal/problem"
+)
+
+// execMode is the one protocol mode user SQL ever runs in. It is passed to
+// every Query call as an explicit argument, which outranks the pool's
+// default and anything a DSN says (default_query_exec_mode=simple_protocol
+// would otherwise let "SELECT 1; DROP …" run as two statements). The
+// extended protocol carries exactly one statement per Parse.
+const execMode = pgx.QueryExecModeDescribeExec
+
+// ExecOptions configure an [Executor].
+type ExecOptions struct {
+	// StatementTimeout is the transaction-local statement_timeout.
+	StatementTimeout time.Duration
+	// LockTimeout is the transaction-local lock_timeout (default 1 s,
+	// at most StatementTimeout).
+	LockTimeout time.Duration
+	// MaxConns is the pool size.
+	MaxConns int32
+	// Logger receives operational logs; nil discards them. It never
+	// receives the DSN, host or user names, or SQL text.
+	Logger *slog.Logger
+}
+
+// Executor runs prepared queries in read-only transactions on a pool of
+// connections that default to read-only. It is safe for concurrent use.
+type Executor struct {
+	pool *pgxpool.Pool
+	opts ExecOptions
+	log  *slog.Logger
+}
+
+// errDatabase is what callers see of any connection or server failure: the
+// detail may name hosts, users or the DSN, so it stays out of the error.
+var errDatabase = errors.New("sqlquery: database unavailable")
+
+// NewExecutor builds the pool for dsn. It does not connect; the first query
+// does. Errors never contain the DSN.
+func NewExecutor(dsn string, opts ExecOptions) (*Executor, error) {
+	if opts.StatementTimeout <= 0 {
+		opts.StatementTimeout = 10 * time.Second
+	}
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = time.Second
+	}
+	opts.LockTimeout = min(opts.LockTimeout, opts.StatementTimeout)
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 4
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgx's parse errors quote the connection string.
+		return nil, errors.New("MCP_SQL_DSN: not a valid PostgreSQL connection string")
+	}
+	cfg.MaxConns = opts.MaxConns
+	cfg.MinConns = 0
+	cfg.MaxConnIdleTime = 5 * time.Minute
+	cfg.ConnConfig.DefaultQueryExecMode = execMode
+	cfg.ConnConfig.StatementCacheCapacity = 0
+	cfg.ConnConfig.DescriptionCacheCapacity = 0
+	// Every connection starts read-only, whatever the DSN or the role
+	// says; a transaction that forgot READ ONLY would still be read-only.
+	cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	cfg.ConnConfig.RuntimeParams["application_name"] = "mcp-bastion"
+	// Cancellation must stop the query on the server, not just abandon
+	// the socket: send a cancel request at once, and close the connection
+	// if the server has not answered within a second.
+	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: time.Second}
+	}
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		var ro string
+		if err := c.QueryRow(ctx, "SHOW default_transaction_read_only", execMode).Scan(&ro); err != nil {
+			return err
+		}
+		if ro != "on" {
+			return errors.New("sqlquery: connection did not start read-only")
+		}
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, errors.New("MCP_SQL_DSN: cannot build a connection pool")
+	}
+	return &Executor{pool: pool, opts: opts, log: log}, nil
+}
+
+// Close closes the pool.
+func (e *Executor) Close() error {
+	e.pool.Close()
+	return nil
+}
+
+// Ping checks that a connection can be made, for start-up checks. The
+// error never carries connection details.
+func (e *Executor) Ping(ctx context.Context) error {
+	if err := e.pool.Ping(ctx); err != nil {
+		e.logFailure("ping", err)
+		return errDatabase
+	}
+	return nil
+}
+
+// Column describes a result column.
+type Column struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// ResultSet is a query result mapped to JSON values.
+type ResultSet struct {
+	Columns   []Column `json:"columns"`
+	Rows      [][]any  `json:"rows"`
+	RowCount  int      `json:"row_count"`
+	Truncated bool     `json:"truncated"`
+}
+
+// Run executes prep in a new read-only transaction that is always rolled
+// back. A connection that showed any anomaly is closed instead of being
+// returned to the pool. Errors are *problem.Problem for what the caller
+// caused and plain errors (without connection details) otherwise.
+func (e *Executor) Run(ctx context.Context, prep *Prepared) (*ResultSet, error) {
+	conn, err := e.pool.Acquire(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		e.logFailure("acquire", err)
+		return nil, errDatabase
+	}
+	healthy := false
+	defer func() {
+		if !healthy {
+			// Closing before Release makes the pool destroy it.
+			closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+			conn.Conn().Close(closeCtx)
+			cancel()
+		}
+		conn.Release()
+	}()
+
+	rs, runErr := e.run(ctx, conn.Conn(), prep)
+
+	// Always roll back, even after success: nothing a query does may
+	// outlive it. The rollback must run even if ctx is already done.
+	rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	pc := conn.Conn().PgConn()
+	if pc.TxStatus() != 'I' {
+		if _, err := pc.Exec(rbCtx, "ROLLBACK").ReadAll(); err != nil {
+			e.logFailure("rollback", err)
+			return nil, firstErr(runErr, errDatabase)
+		}
+	}
+	healthy = !pc.IsClosed() && pc.TxStatus() == 'I' && cleanError(runErr) && e.sessionClean(rbCtx, pc)
+	return rs, runErr
+}
+
+// sessionClean checks, after the rollback, for what a rollback does not
+// undo: session-level advisory locks, and the read-only default. The policy
+// refuses every way to cause either; finding one is an anomaly, and the
+// connection is closed rather than reused.
+func (e *Executor) sessionClean(ctx context.Context, pc *pgconn.PgConn) bool {
+	res, err := pc.Exec(ctx, "SELECT count(*) FROM pg_catalog.pg_locks WHERE pid = pg_catalog.pg_backend_pid() AND locktype = 'advisory'; "+
+		"SHOW default_transaction_read_only").ReadAll()
+	if err != nil || len(res) != 2 || len(res[0].Rows) != 1 || len(res[1].Rows) != 1 {
+		e.logFailure("session check", err)
+		return false
+	}
+	locks, ro := string(res[0].Rows[0][0]), string(res[1].Rows[0][0])
+	if locks != "0" || ro != "on" {
+		e.log.Warn("connection discarded: session state survived the rollback",
+			slog.Bool("advisory_locks", locks != "0"), slog.Bool("read_only_default", ro == "on"))
+		return false
+	}
+	return true
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cleanError reports whether err leaves the connection fit for reuse: no
+// error, or an ordinary SQL error the server reported in an intact session.
+func cleanError(err error) bool {
+	if err == nil {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	var pr *problem.Problem
+	return errors.As(err, &pr) && errors.As(err, &pgErr) && pgErr.Code != "57014"
+}
+
+func (e *Executor) run(ctx context.Context, conn *pgx.Conn, prep *Prepared) (*ResultSet, error) {
+	pc := conn.PgConn()
+	// BEGIN and the transaction-local limits are fixed, trusted text.
+	begin := fmt.Sprintf("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "+
+		"SET LOCAL statement_timeout = %d; SET LOCAL lock_timeout = %d; "+
+		"SET LOCAL idle_in_transaction_session_timeout = %d; "+
+		"SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, YMD'; SET LOCAL IntervalStyle = 'iso_8601'",
+		e.opts.StatementTimeout.Milliseconds(), e.opts.LockTimeout.Milliseconds(),
+		(e.opts.StatementTimeout + 5*time.Second).Milliseconds())
+	if _, err := pc.Exec(ctx, begin).ReadAll(); err != nil {
+		return nil, e.classify(ctx, "begin", err)
+	}
+	rows, err := conn.Query(ctx, prep.SQL, execMode, pgx.QueryResultFormatsByOID(textOIDs))
+	if err != nil {
+		return nil, e.classify(ctx, "query", err)
+	}
+	defer rows.Close()
+	fds := rows.FieldDescriptions()
+	rs := &ResultSet{Columns: make([]Column, len(fds)), Rows: [][]any{}}
+	tm := conn.TypeMap()
+	for i, fd := range fds {
+		rs.Columns[i] = Column{Name: fd.Name, Type: typeName(tm, fd.DataTypeOID)}
+	}
+	var seen int64
+	for rows.Next() {
+		seen++
+		if seen > prep.Limit {
+			// The probe row: it proves the clamp cut the result.
+			break
+		}
+		raw := rows.RawValues()
+		row := make([]any, len(raw))
+		for i := range raw {
+			jv, err := columnJSON(tm, fds[i], raw[i])
+			if err != nil {
+				return nil, fmt.Errorf("sqlquery: column %d: %w", i+1, err)
+			}
+			row[i] = jv
+		}
+		rs.Rows = append(rs.Rows, row)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, e.classify(ctx, "query", err)
+	}
+	rs.RowCount = len(rs.Rows)
+	rs.Truncated = prep.Truncated(seen)
+	return rs, nil
+}
+
+// classify maps a failure to what the caller may see. SQL errors caused by
+// the query are in-band problems; anything else is an internal error whose
+// detail stays in the log, without connection details.
+func (e *Executor) classify(ctx context.Context, step string, err error) error {
+	if ctx.Err() != nil {
+		// Deadline or cancellation: the session reports it.
+		return fmt.Errorf("sqlquery: %s: %w", step, context.Cause(ctx))
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		e.logFailure(step, err)
+		return errDatabase
+	}
+	var code problem.Code
+	switch {
+	case pgErr.Code == "57014":
+		code = problem.ExecutionTimeout
+	case pgErr.Code == "25006":
+		code = problem.QueryViolation
+	case pgErr.Code == "42501":
+		code = problem.AccessDenied
+	default:
+		switch pgErr.Code[:2] {
+		case "21", "22", "42", "0A", "54":
+			code = problem.Validation
+		}
+	}
+	if code == "" {
+		e.log.Warn("database error", slog.String("step", step), slog.String("sqlstate", pgErr.Code))
+		return errDatabase
+	}
+	detail := "SQLSTATE " + pgErr.Code + ": " + pgErr.Message
+	if code == problem.ExecutionTimeout {
+		detail = "the query exceeded the statement timeout of " + e.opts.StatementTimeout.String()
+	}
+	return problem.New(code, problem.Cap(detail), "query").
+		WithMetadata("sqlstate", pgErr.Code).WithCause(err)
+}
+
+// logFailure logs an infrastructure failure by category and SQLSTATE only:
+// pgx's messages name hosts and users.
+func (e *Executor) logFailure(step string, err error) {
+	attrs := []any{slog.String("step", step)}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		attrs = append(attrs, slog.String("sqlstate", pgErr.Code))
+	} else if pgconn.Timeout(err) {
+		attrs = append(attrs, slog.String("cause", "timeout"))
+	} else {
+		attrs = append(attrs, slog.String("cause", "connection"))
+	}
+	e.log.Error("database failure", attrs...)
+}
+
+// typeName names a column type: pgx's name for built-in types, else the
+// OID.
+func typeName(tm *pgtype.Map, oid uint32) string {
+	if t, ok := tm.TypeForOID(oid); ok {
+		return t.Name
+	}
+	return "oid:" + strconv.FormatUint(uint64(oid), 10)
+}

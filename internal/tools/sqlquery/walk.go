@@ -1,0 +1,304 @@
+package sqlquery
+
+import (
+	"fmt"
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/mcp-bastion/bastion/internal/problem"
+)
+
+// children lists, for one pg_query message type, the message-typed fields
+// a walk follows, in declaration order, and its oneofs. It is derived from
+// the protobuf descriptors, so a field a new parser version adds is
+// followed without anyone listing it. The order is fixed on purpose:
+// protoreflect's Range order varies between builds, and the first
+// violation found is the one reported.
+type children struct {
+	fields []protoreflect.FieldDescriptor
+	oneofs []protoreflect.OneofDescriptor
+}
+
+// shapes maps every pg_query message to its children. It is built once
+// and never changed.
+var shapes = buildShapes(make(map[protoreflect.MessageDescriptor]*children), pg.File_pg_query_proto.Messages())
+
+// buildShapes adds msgs, and the messages declared inside them, to out.
+func buildShapes(out map[protoreflect.MessageDescriptor]*children, msgs protoreflect.MessageDescriptors) map[protoreflect.MessageDescriptor]*children {
+	for i := range msgs.Len() {
+		md := msgs.Get(i)
+		buildShapes(out, md.Messages())
+		c := &children{}
+		fields := md.Fields()
+		for j := range fields.Len() {
+			if fd := fields.Get(j); fd.ContainingOneof() == nil && fd.Message() != nil {
+				c.fields = append(c.fields, fd)
+			}
+		}
+		oneofs := md.Oneofs()
+		for j := range oneofs.Len() {
+			c.oneofs = append(c.oneofs, oneofs.Get(j))
+		}
+		out[md] = c
+	}
+	return out
+}
+
+// walk judges m and, depth first, every message below it: every set
+// field, every element of every list, the set member of every oneof.
+// depth is m's nesting level, counting every message (set operations nest
+// through typed fields without Node wrappers).
+func (p *Policy) walk(m protoreflect.Message, depth int) *problem.Problem {
+	if depth > MaxDepth {
+		return violation(fmt.Sprintf("query is nested more than %d levels deep", MaxDepth))
+	}
+	if prob := p.judge(m); prob != nil {
+		return prob
+	}
+	c := shapes[m.Descriptor()]
+	if c == nil {
+		// judge allows only pg_query messages, so this is unreachable
+		// unless the two disagree; refuse rather than skip a subtree.
+		return violation(fmt.Sprintf("syntax element %s is not allowed", m.Descriptor().Name()))
+	}
+	for _, fd := range c.fields {
+		switch {
+		case fd.IsMap():
+			// pg_query has no map fields; one would come from a
+			// parser this code was not written for.
+			return violation(fmt.Sprintf("syntax element %s is not allowed", fd.FullName()))
+		case fd.IsList():
+			l := m.Get(fd).List()
+			for i := range l.Len() {
+				if prob := p.walk(l.Get(i).Message(), depth+1); prob != nil {
+					return prob
+				}
+			}
+		case m.Has(fd):
+			if prob := p.walk(m.Get(fd).Message(), depth+1); prob != nil {
+				return prob
+			}
+		}
+	}
+	for _, od := range c.oneofs {
+		if fd := m.WhichOneof(od); fd != nil && fd.Message() != nil {
+			if prob := p.walk(m.Get(fd).Message(), depth+1); prob != nil {
+				return prob
+			}
+		}
+	}
+	return nil
+}
+
+// judge decides one node on its own; walk takes care of its children.
+// Kinds are allowed by name: everything the raw parser produces for a
+// SELECT is listed, and anything else — statements, utility options,
+// analysed-tree nodes, kinds added by a later parser — is refused.
+func (p *Policy) judge(m protoreflect.Message) *problem.Problem {
+	switch n := m.Interface().(type) {
+	case *pg.FuncCall:
+		return p.judgeFunction(n.GetFuncname())
+	case *pg.RangeTableSample:
+		// The sampling method is a function (the handler of the method).
+		return p.judgeFunction(n.GetMethod())
+	case *pg.ParamRef:
+		return violation(fmt.Sprintf("bind parameter $%d is not allowed; write the value as a literal", n.GetNumber()))
+	case *pg.IntoClause:
+		return violation("SELECT INTO is not allowed")
+	case *pg.LockingClause:
+		return violation(fmt.Sprintf("locking clause %s is not allowed", lockStrength(n.GetStrength())))
+
+	case *pg.Node, *pg.SelectStmt, *pg.RawStmt, *pg.List,
+		// Literals and names.
+		*pg.A_Const, *pg.Integer, *pg.Float, *pg.Boolean, *pg.String, *pg.BitString,
+		*pg.ColumnRef, *pg.A_Star, *pg.Alias, *pg.RangeVar, *pg.TypeName, *pg.ColumnDef,
+		// Expressions.
+		*pg.A_Expr, *pg.BoolExpr, *pg.NullTest, *pg.BooleanTest, *pg.TypeCast,
+		*pg.CollateClause, *pg.A_Indices, *pg.A_Indirection, *pg.A_ArrayExpr,
+		*pg.RowExpr, *pg.SubLink, *pg.CaseExpr, *pg.CaseWhen, *pg.CoalesceExpr,
+		*pg.MinMaxExpr, *pg.SQLValueFunction, *pg.NamedArgExpr, *pg.GroupingFunc,
+		*pg.XmlExpr, *pg.XmlSerialize,
+		// Query structure.
+		*pg.ResTarget, *pg.SortBy, *pg.WindowDef, *pg.GroupingSet, *pg.WithClause,
+		*pg.CommonTableExpr, *pg.CTESearchClause, *pg.CTECycleClause,
+		*pg.JoinExpr, *pg.RangeSubselect, *pg.RangeFunction, *pg.RangeTableFunc,
+		*pg.RangeTableFuncCol,
+		// SQL/JSON.
+		*pg.JsonFormat, *pg.JsonReturning, *pg.JsonValueExpr, *pg.JsonIsPredicate,
+		*pg.JsonBehavior, *pg.JsonOutput, *pg.JsonArgument, *pg.JsonFuncExpr,
+		*pg.JsonTablePathSpec, *pg.JsonTable, *pg.JsonTableColumn, *pg.JsonKeyValue,
+		*pg.JsonParseExpr, *pg.JsonScalarExpr, *pg.JsonSerializeExpr,
+		*pg.JsonObjectConstructor, *pg.JsonArrayConstructor,
+		*pg.JsonArrayQueryConstructor, *pg.JsonAggConstructor, *pg.JsonObjectAgg,
+		*pg.JsonArrayAgg:
+		return nil
+	}
+	name := string(m.Descriptor().Name())
+	if strings.HasSuffix(name, "Stmt") {
+		return violation(fmt.Sprintf("statement type %s is not allowed", name))
+	}
+	return violation(fmt.Sprintf("syntax element %s is not allowed", name))
+}
+
+// judgeFunction decides a function by the last component of its resolved
+// name. The parser has already folded unquoted identifiers to lower case
+// and decoded U&"" escapes; quoted names stay as written, exactly as
+// PostgreSQL would look them up. The schema is ignored on purpose: a
+// denied name is refused in pg_catalog, public or any other schema.
+func (p *Policy) judgeFunction(nameParts []*pg.Node) *problem.Problem {
+	parts := make([]string, 0, len(nameParts))
+	for _, n := range nameParts {
+		s, ok := n.GetNode().(*pg.Node_String_)
+		if !ok {
+			return violation("function with a computed name is not allowed")
+		}
+		parts = append(parts, s.String_.GetSval())
+	}
+	if len(parts) == 0 {
+		return violation("function without a name is not allowed")
+	}
+	last := parts[len(parts)-1]
+	if _, denied := p.denied(last); denied {
+		return violation(fmt.Sprintf("function %s is not allowed", displayName(parts)))
+	}
+	if p.allow != nil {
+		if _, ok := p.allow[last]; !ok {
+			return violation(fmt.Sprintf("function %s is not on the allowlist", displayName(parts)))
+		}
+	}
+	return nil
+}
+
+// denied returns the first rule that refuses the function name.
+func (p *Policy) denied(name string) (denyRule, bool) {
+	for _, r := range p.deny {
+		if globMatch(r.Pattern, name) {
+			return r, true
+		}
+	}
+	return denyRule{}, false
+}
+
+// displayName writes a qualified name for a problem detail: plain
+// identifiers as they are, anything else quoted and capped, since it is
+// caller text.
+func displayName(parts []string) string {
+	out := make([]string, len(parts))
+	for i, s := range parts {
+		if plainIdentifier(s) {
+			out[i] = s
+		} else {
+			out[i] = problem.Quote(s)
+		}
+	}
+	return strings.Join(out, ".")
+}
+
+// plainIdentifier reports whether s would print the same unquoted: lower
+// case letters, digits, '_' and '$', not starting with a digit or '$'.
+func plainIdentifier(s string) bool {
+	if s == "" || s[0] == '$' || (s[0] >= '0' && s[0] <= '9') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '$') {
+			return false
+		}
+	}
+	return true
+}
+
+// lockStrength names a row-locking clause as SQL writes it.
+func lockStrength(s pg.LockClauseStrength) string {
+	switch s {
+	case pg.LockClauseStrength_LCS_FORKEYSHARE:
+		return "FOR KEY SHARE"
+	case pg.LockClauseStrength_LCS_FORSHARE:
+		return "FOR SHARE"
+	case pg.LockClauseStrength_LCS_FORNOKEYUPDATE:
+		return "FOR NO KEY UPDATE"
+	default:
+		return "FOR UPDATE"
+	}
+}
+
+// nodeName is the message name of the kind a Node wraps, e.g. DeleteStmt.
+func nodeName(n *pg.Node) string {
+	m := n.ProtoReflect()
+	for _, od := range shapes[m.Descriptor()].oneofs {
+		if fd := m.WhichOneof(od); fd != nil && fd.Message() != nil {
+			return string(fd.Message().Name())
+		}
+	}
+	return "(empty)"
+}
+
+// sameTree reports whether a and b are the same parse tree, byte offsets
+// into the text aside. Like walk, it is generic over the descriptors.
+func sameTree(a, b protoreflect.Message) bool {
+	if a.Descriptor() != b.Descriptor() {
+		return false
+	}
+	na, same := 0, true
+	a.Range(func(fd protoreflect.FieldDescriptor, va protoreflect.Value) bool {
+		if isLocation(fd) {
+			return true
+		}
+		na++
+		if !b.Has(fd) {
+			same = false
+			return false
+		}
+		same = sameValue(fd, va, b.Get(fd))
+		return same
+	})
+	if !same {
+		return false
+	}
+	nb := 0
+	b.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		if !isLocation(fd) {
+			nb++
+		}
+		return true
+	})
+	return na == nb
+}
+
+// sameValue compares one field's values in two trees.
+func sameValue(fd protoreflect.FieldDescriptor, va, vb protoreflect.Value) bool {
+	switch {
+	case fd.IsList():
+		la, lb := va.List(), vb.List()
+		if la.Len() != lb.Len() {
+			return false
+		}
+		for i := range la.Len() {
+			if fd.Message() != nil {
+				if !sameTree(la.Get(i).Message(), lb.Get(i).Message()) {
+					return false
+				}
+			} else if !la.Get(i).Equal(lb.Get(i)) {
+				return false
+			}
+		}
+		return true
+	case fd.Message() != nil:
+		return sameTree(va.Message(), vb.Message())
+	default:
+		return va.Equal(vb)
+	}
+}
+
+// isLocation reports whether fd holds a byte offset into the query text,
+// which differs between a query and its deparsed form by design.
+func isLocation(fd protoreflect.FieldDescriptor) bool {
+	switch fd.Name() {
+	case "location", "stmt_location", "stmt_len":
+		return true
+	}
+	return false
+}
