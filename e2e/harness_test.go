@@ -324,3 +324,5 @@ func mustContain(t testing.TB, s, sub string) {
 		t.Fatalf("%q does not contain %q", s, sub)
 	}
 }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
