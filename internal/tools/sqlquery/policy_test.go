@@ -365,3 +365,62 @@ func TestPrepareConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestRecheck feeds the second validation SQL that a faulty deparser
+// could have written for the checked tree of "SELECT 1 LIMIT 11"
+// (max_rows 10, probe): each must be refused.
+func TestRecheck(t *testing.T) {
+	p := newTestPolicy(t)
+	_, checked, prob := p.parseOne("SELECT 1 LIMIT 11")
+	if prob != nil {
+		t.Fatal(prob)
+	}
+	tests := []struct {
+		name, sql, detail string
+	}{
+		{"comment", "SELECT 1 LIMIT 11 -- x", "query could not be regenerated without comments"},
+		{"block comment", "SELECT 1 /* x */ LIMIT 11", "query could not be regenerated without comments"},
+		{"different tree", "SELECT 2 LIMIT 11", notFaithful},
+		{"lost limit", "SELECT 1", notFaithful},
+		{"other limit", "SELECT 1 LIMIT 12", notFaithful},
+		{"with ties", "SELECT 1 ORDER BY 1 FETCH FIRST 11 ROWS WITH TIES", notFaithful},
+		{"does not parse", "SELECT 1 LIMIT", notFaithful},
+		{"second statement", "SELECT 1 LIMIT 11; SELECT 2", "only one statement is allowed"},
+		{"denied function", "SELECT pg_sleep(1) LIMIT 11", "function pg_sleep is not allowed"},
+		{"not a select", "DELETE FROM t", "statement type DeleteStmt is not allowed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prob := p.recheck(&Prepared{SQL: tt.sql, Limit: 10, Probe: true}, checked)
+			if prob == nil {
+				t.Fatalf("recheck accepted %q", tt.sql)
+			}
+			wantProblem(t, prob, problem.QueryViolation, tt.detail)
+		})
+	}
+	if prob := p.recheck(&Prepared{SQL: "SELECT 1 LIMIT 11", Limit: 10, Probe: true}, checked); prob != nil {
+		t.Errorf("recheck refused the faithful SQL: %v", prob)
+	}
+	if prob := p.recheck(&Prepared{SQL: "SELECT '--', '/*' LIMIT 11", Limit: 10, Probe: true}, checked); prob == nil ||
+		prob.Detail != notFaithful {
+		t.Errorf("recheck of a different tree with comment markers in strings = %v, want %q", prob, notFaithful)
+	}
+}
+
+func TestHasComment(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"SELECT 1":                false,
+		"SELECT '--', '/*'":       false,
+		`SELECT "--"`:             false,
+		"SELECT $$--$$":           false,
+		"SELECT 1 -- x":           true,
+		"SELECT 1 /* x */":        true,
+		"SELECT 1 - -1":           false,
+		"SELECT 1 --":             true,
+		"SELECT 'unterminated /*": true,
+	} {
+		if got := hasComment(sql); got != want {
+			t.Errorf("hasComment(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}
