@@ -43,8 +43,8 @@ type Config struct {
 	LogFormat           string // "json" or "text"
 }
 
-// Secret is a string that never prints: its String, GoString and LogValue
-// are "[redacted]". Use Reveal where the value is really needed.
+// Secret is a string that never prints: its String, Format, GoString and
+// LogValue are "[redacted]". Use Reveal where the value is really needed.
 type Secret struct{ v string }
 
 // Reveal returns the secret value.
@@ -60,6 +60,18 @@ func (s Secret) GoString() string { return "config.Secret{[redacted]}" }
 
 // LogValue implements slog.LogValuer.
 func (s Secret) LogValue() slog.Value { return slog.StringValue("[redacted]") }
+
+// Format implements fmt.Formatter: %#v is GoString and every other verb
+// "[redacted]". Without it, verbs a Stringer does not serve (%d, %t, …)
+// print the struct's field, also when the Secret sits inside a Config.
+// (%p never reaches a Formatter; go vet reports it for a non-pointer.)
+func (s Secret) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		io.WriteString(f, s.GoString())
+		return
+	}
+	io.WriteString(f, "[redacted]")
+}
 
 // Error is a configuration error naming the variable at fault.
 type Error struct {
@@ -207,7 +219,9 @@ func (v variable) parse(raw string) (int64, error) {
 		}
 	case kindInt, kindMillis:
 		n, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil {
+		// Only the canonical spelling: "+16" and "016" are typos or
+		// tricks, not sixteen.
+		if err != nil || strconv.FormatInt(n, 10) != raw {
 			return 0, fmt.Errorf("must be an integer in [%d, %d]", v.min, v.max)
 		}
 		if n < v.min || n > v.max {

@@ -6,11 +6,15 @@ import (
 )
 
 // AppendResult appends a success response carrying result, which must be a
-// JSON object.
+// JSON object. The id member is omitted when id is zero.
 func AppendResult(dst []byte, id ID, result []byte) []byte {
-	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
-	dst = id.AppendJSON(dst)
-	dst = append(dst, `,"result":`...)
+	dst = append(dst, `{"jsonrpc":"2.0",`...)
+	if id.IsValid() {
+		dst = append(dst, `"id":`...)
+		dst = id.AppendJSON(dst)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"result":`...)
 	dst = append(dst, result...)
 	return append(dst, '}')
 }

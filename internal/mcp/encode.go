@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/go-json-experiment/json"
@@ -97,9 +98,13 @@ func (e *Encoder) decorate(obj []byte, version string) []byte {
 	if !FeaturesOf(version).Modern {
 		return obj
 	}
-	out := make([]byte, 0, len(obj)+len(e.modernMeta))
+	meta := e.modernMeta
+	if len(bytes.TrimSpace(obj[1:len(obj)-1])) == 0 {
+		meta = meta[1:] // an empty object: no member before ours, so no comma
+	}
+	out := make([]byte, 0, len(obj)+len(meta))
 	out = append(out, obj[:len(obj)-1]...)
-	out = append(out, e.modernMeta...)
+	out = append(out, meta...)
 	return append(out, '}')
 }
 
@@ -173,10 +178,11 @@ func (e *Encoder) AppendCallResult(dst []byte, version string, structured []byte
 // AppendCallProblem appends an in-band tool error: one text block holding
 // the problem document, isError true, no structuredContent.
 func (e *Encoder) AppendCallProblem(dst []byte, version string, p *problem.Problem) []byte {
-	doc, err := json.Marshal(p, json.Deterministic(true))
+	doc, err := json.Marshal(p, json.Deterministic(true), jsontext.AllowInvalidUTF8(true))
 	if err != nil {
 		// A Problem holds only strings, ints and a metadata map built
-		// by this program; failing to marshal it is a programming error.
+		// by this program (invalid UTF-8 in its strings becomes U+FFFD);
+		// failing to marshal it is a programming error.
 		panic(fmt.Sprintf("mcp: marshal problem: %v", err))
 	}
 	dst = append(dst, `{"content":[{"type":"text","text":`...)
@@ -188,21 +194,24 @@ func (e *Encoder) AppendCallProblem(dst []byte, version string, p *problem.Probl
 	return append(dst, '}')
 }
 
-// ProblemData returns p as JSON for error.data.
+// ProblemData returns p as JSON for error.data. Invalid UTF-8 in its
+// strings becomes U+FFFD.
 func ProblemData(p *problem.Problem) []byte {
-	doc, err := json.Marshal(p, json.Deterministic(true))
+	doc, err := json.Marshal(p, json.Deterministic(true), jsontext.AllowInvalidUTF8(true))
 	if err != nil {
 		panic(fmt.Sprintf("mcp: marshal problem: %v", err))
 	}
 	return doc
 }
 
-// UnsupportedVersionData returns error.data for -32022.
+// UnsupportedVersionData returns error.data for -32022. requested is peer
+// input: invalid UTF-8 in it (say, from cutting it to a byte length)
+// becomes U+FFFD.
 func UnsupportedVersionData(requested string) []byte {
 	b, err := json.Marshal(struct {
 		Supported []string `json:"supported"`
 		Requested string   `json:"requested"`
-	}{ModernVersions(), requested}, json.Deterministic(true))
+	}{ModernVersions(), requested}, json.Deterministic(true), jsontext.AllowInvalidUTF8(true))
 	if err != nil {
 		panic(fmt.Sprintf("mcp: marshal version data: %v", err))
 	}

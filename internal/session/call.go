@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -29,6 +30,13 @@ var errCallTimeout = errors.New("session: call deadline exceeded")
 // in the task.
 func (ss *Session) startCall(m *jsonrpc.Message, version string) {
 	ss.mu.Lock()
+	if ss.draining {
+		// Read just before the drain began: answered, never started.
+		ss.mu.Unlock()
+		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError,
+			"Internal error: the server is shutting down"))
+		return
+	}
 	if _, dup := ss.inflight[m.ID]; dup {
 		ss.mu.Unlock()
 		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
@@ -250,9 +258,13 @@ func newRef() string {
 
 func quote(s string) string { return problem.Quote(s) }
 
+// truncate cuts s to at most n bytes without splitting a character.
 func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -67,6 +67,9 @@ type Session struct {
 
 	mu       sync.Mutex
 	inflight map[jsonrpc.ID]*call
+	// draining is set, under mu, before Run waits for the tasks: no task
+	// may be added after that (WaitGroup.Add must not race Wait).
+	draining bool
 
 	tasks    sync.WaitGroup
 	taskCtx  context.Context
@@ -133,6 +136,9 @@ func (ss *Session) Run(ctx context.Context) error {
 
 	ss.stopping.Store(true)
 	ss.conn.CloseRead()
+	ss.mu.Lock()
+	ss.draining = true
+	ss.mu.Unlock()
 
 	tasksDone := make(chan struct{})
 	go func() { ss.tasks.Wait(); close(tasksDone) }()

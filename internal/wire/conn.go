@@ -36,6 +36,12 @@ type Conn struct {
 	failed chan struct{} // closed when the writer has failed
 	done   chan struct{} // closed when the writer goroutine has returned
 
+	// closing is closed when Shutdown begins. It releases Writes waiting
+	// on a full queue, which hold mu shared and would otherwise keep
+	// Shutdown from taking it.
+	closing     chan struct{}
+	closingOnce sync.Once
+
 	// mu guards closed against the queue being closed under a sender:
 	// senders hold it shared, Close exclusively.
 	mu       sync.RWMutex
@@ -53,11 +59,12 @@ const queueLen = 256
 // and writing to w. It starts the writer goroutine; call Close to stop it.
 func NewConn(r io.Reader, w io.Writer, maxFrame int) *Conn {
 	c := &Conn{
-		in:     NewReader(r, maxFrame),
-		out:    bufio.NewWriterSize(w, 64<<10),
-		queue:  make(chan []byte, queueLen),
-		failed: make(chan struct{}),
-		done:   make(chan struct{}),
+		in:      NewReader(r, maxFrame),
+		out:     bufio.NewWriterSize(w, 64<<10),
+		queue:   make(chan []byte, queueLen),
+		failed:  make(chan struct{}),
+		done:    make(chan struct{}),
+		closing: make(chan struct{}),
 	}
 	if rc, ok := r.(io.Closer); ok {
 		c.inC = rc
@@ -73,8 +80,8 @@ func (c *Conn) Read() ([]byte, error) { return c.in.Next() }
 // Write queues msg, which must be one complete JSON message without a line
 // terminator, for writing. It does not copy msg: the caller must not modify
 // it afterwards. Write blocks while the queue is full, until ctx ends, and
-// fails with a *WriteError once the output has failed or ErrClosed after
-// Close.
+// fails with a *WriteError once the output has failed or ErrClosed once
+// Close or Shutdown has begun.
 func (c *Conn) Write(ctx context.Context, msg []byte) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -89,6 +96,8 @@ func (c *Conn) Write(ctx context.Context, msg []byte) error {
 		return nil
 	case <-c.failed:
 		return c.writeErr
+	case <-c.closing:
+		return ErrClosed
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
@@ -126,6 +135,7 @@ func (c *Conn) Close() error { return c.Shutdown(context.Background()) }
 // returns ctx's error. The writer then exits when its pending write fails.
 func (c *Conn) Shutdown(ctx context.Context) error {
 	c.CloseRead()
+	c.closingOnce.Do(func() { close(c.closing) })
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true
