@@ -119,21 +119,10 @@ func newServer(cfg *config.Config, log *slog.Logger) (*session.Server, func(), e
 		}
 		tools = append(tools, t)
 	}
-	reg, err := tool.NewRegistry(tools...)
-	if err != nil {
-		closeAll()
-		return nil, nil, err
-	}
-	srv, err := session.NewServer(session.Options{
-		Tools:          reg,
-		Info:           mcp.Implementation{Name: "mcp-bastion", Title: "mcp-bastion", Version: version},
-		Instructions:   instructions,
-		MaxConcurrency: cfg.MaxConcurrency,
-		QueueTimeout:   cfg.QueueTimeout,
-		CallTimeout:    cfg.CallTimeout,
-		DrainGrace:     cfg.DrainGrace,
-		Logger:         log,
-	})
+	srv, err := stdio.NewServer(cfg, stdio.Program{
+		Info:         mcp.Implementation{Name: "mcp-bastion", Title: "mcp-bastion", Version: version},
+		Instructions: instructions,
+	}, tools, log)
 	if err != nil {
 		closeAll()
 		return nil, nil, err

@@ -46,22 +46,7 @@ func Main(p Program) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", p.Info.Name, err)
 		return 2
 	}
-	reg, err := tool.NewRegistry(tools...)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", p.Info.Name, err)
-		return 2
-	}
-	srv, err := session.NewServer(session.Options{
-		Tools:          reg,
-		Info:           p.Info,
-		Instructions:   p.Instructions,
-		MaxConcurrency: cfg.MaxConcurrency,
-		QueueTimeout:   cfg.QueueTimeout,
-		CallTimeout:    cfg.CallTimeout,
-		DrainGrace:     cfg.DrainGrace,
-		ArgumentErrors: p.ArgumentErrors,
-		Logger:         log,
-	})
+	srv, err := NewServer(cfg, p, tools, log)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", p.Info.Name, err)
 		return 2
@@ -73,4 +58,25 @@ func Main(p Program) int {
 	}
 	log.Info("drained; exiting")
 	return 0
+}
+
+// NewServer builds the session server of p with tools, applying the
+// guardrail settings of cfg. It is the one place where configuration
+// becomes session options, for `bastion serve` and every example alike.
+func NewServer(cfg *config.Config, p Program, tools []tool.Tool, log *slog.Logger) (*session.Server, error) {
+	reg, err := tool.NewRegistry(tools...)
+	if err != nil {
+		return nil, err
+	}
+	return session.NewServer(session.Options{
+		Tools:          reg,
+		Info:           p.Info,
+		Instructions:   p.Instructions,
+		MaxConcurrency: cfg.MaxConcurrency,
+		QueueTimeout:   cfg.QueueTimeout,
+		CallTimeout:    cfg.CallTimeout,
+		DrainGrace:     cfg.DrainGrace,
+		ArgumentErrors: p.ArgumentErrors,
+		Logger:         log,
+	})
 }
