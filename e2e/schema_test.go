@@ -3,60 +3,15 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/mcp-bastion/bastion/internal/mcp/schematest"
 )
-
-// schemaDir is where the official MCP schemas live beside the clone.
-const schemaDir = "../../shared/reference/mcp-schema"
-
-// officialSchema compiles the named definition of the official schema of
-// version v. The schemas are not part of the product: outside CI a missing
-// copy skips the test, in CI it fails it.
-func officialSchema(t *testing.T, v, def string) *jsonschema.Schema {
-	t.Helper()
-	path := filepath.Join(schemaDir, v, "schema.json")
-	f, err := os.Open(path)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("official MCP schema missing in CI: %v", err)
-		}
-		t.Skipf("official MCP schemas not beside the clone (%v); CI always has them", err)
-	}
-	defer f.Close()
-	doc, err := jsonschema.UnmarshalJSON(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	url := "urn:mcp:schema:" + v
-	if err := c.AddResource(url, doc); err != nil {
-		t.Fatal(err)
-	}
-	defs := "definitions"
-	if _, ok := doc.(map[string]any)["$defs"]; ok {
-		defs = "$defs"
-	}
-	s, err := c.Compile(url + "#/" + defs + "/" + def)
-	if err != nil {
-		t.Fatalf("compile %s %s: %v", v, def, err)
-	}
-	return s
-}
 
 func validateAgainst(t *testing.T, v, def string, raw []byte) {
 	t.Helper()
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := officialSchema(t, v, def).Validate(inst); err != nil {
-		t.Errorf("%s %s: %s\ndoes not validate: %v", v, def, raw, err)
-	}
+	schematest.Validate(t, v, def, raw)
 }
 
 // exchange sends one line and returns the raw response line.

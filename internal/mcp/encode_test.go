@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/mcp-bastion/bastion/internal/mcp/schematest"
 	"github.com/mcp-bastion/bastion/internal/problem"
 	"github.com/mcp-bastion/bastion/internal/tool"
 )
@@ -461,38 +460,9 @@ func TestEncoderConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-// schemaDir is where the official MCP schemas live beside the clone; they
-// are not part of the product. Outside CI a missing copy skips the test.
-const schemaDir = "../../../shared/reference/mcp-schema"
-
 func officialSchema(t *testing.T, v, def string) *jsonschema.Schema {
 	t.Helper()
-	f, err := os.Open(filepath.Join(schemaDir, v, "schema.json"))
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("official MCP schema missing in CI: %v", err)
-		}
-		t.Skipf("official MCP schemas not beside the clone: %v", err)
-	}
-	defer f.Close()
-	doc, err := jsonschema.UnmarshalJSON(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	url := "urn:mcp:schema:" + v
-	if err := c.AddResource(url, doc); err != nil {
-		t.Fatal(err)
-	}
-	defs := "definitions"
-	if _, ok := doc.(map[string]any)["$defs"]; ok {
-		defs = "$defs"
-	}
-	s, err := c.Compile(url + "#/" + defs + "/" + def)
-	if err != nil {
-		t.Fatalf("compile %s %s: %v", v, def, err)
-	}
-	return s
+	return schematest.Definition(t, v, def)
 }
 
 // TestOfficialSchemas validates every fixed result and both call results
