@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcp-bastion/bastion/internal/pgcluster/pgtest"
 )
 
 // binDir holds the binaries built once for the whole package.
@@ -47,7 +49,9 @@ func TestMain(m *testing.M) {
 				return 1
 			}
 		}
-		return m.Run()
+		// SQL tests share one throwaway PostgreSQL cluster, started on
+		// first use and stopped here.
+		return pgtest.Runner(m).Run()
 	}())
 }
 

@@ -1,0 +1,72 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcp-bastion/bastion/internal/pgcluster/pgtest"
+)
+
+// TestTypeScriptSDKClientTools has the official TypeScript SDK client run a
+// query through read_only_sql and read a file through sandbox_fs_read,
+// validating each structuredContent against the tool's outputSchema.
+func TestTypeScriptSDKClientTools(t *testing.T) {
+	requireTSClient(t)
+	db := pgtest.NewSampleDB(t)
+	data := t.TempDir()
+	if err := os.WriteFile(filepath.Join(data, "notes.txt"), []byte("quarterly notes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := runTSClient(t, []string{bin("bastion"), "serve"}, map[string]string{
+		"MCP_LOG_LEVEL":     "warn",
+		"MCP_SQL_DSN":       db.DSN(),
+		"MCP_SAFE_DATA_DIR": data,
+	}, []tsCall{
+		{Name: "read_only_sql", Arguments: map[string]any{
+			"query": "SELECT customer_id, full_name, legacy_account_no FROM reporting.customers ORDER BY customer_id", "max_rows": 2}},
+		{Name: "read_only_sql", Arguments: map[string]any{"query": "WITH d AS (DELETE FROM reporting.orders RETURNING *) SELECT * FROM d"}, Expect: "toolError"},
+		{Name: "sandbox_fs_read", Arguments: map[string]any{"relative_path": "notes.txt"}},
+		{Name: "sandbox_fs_read", Arguments: map[string]any{"relative_path": "../notes.txt"}, Expect: "toolError"},
+	})
+	if got := strings.Join(s.Tools, ","); got != "read_only_sql,sandbox_fs_read,system_metrics" {
+		t.Fatalf("tools = %s", got)
+	}
+	q := s.Calls[0].StructuredContent
+	if q["row_count"] != float64(2) || q["truncated"] != true {
+		t.Errorf("query result = %v", q)
+	}
+	f := s.Calls[2].StructuredContent
+	if f["content"] != "quarterly notes\n" || f["encoding"] != "utf-8" {
+		t.Errorf("file result = %v", f)
+	}
+	for i, c := range s.Calls {
+		if c.IsError != nil && !*c.IsError && (c.TextMatchesStructured == nil || !*c.TextMatchesStructured) {
+			t.Errorf("call %d: text block differs from structuredContent", i)
+		}
+	}
+}
+
+// TestTypeScriptSDKClientRefund has the official TypeScript SDK client call
+// both refund tools, validating each structuredContent against its
+// outputSchema, and see an argument error as a JSON-RPC error.
+func TestTypeScriptSDKClientRefund(t *testing.T) {
+	requireTSClient(t)
+	s := runTSClient(t, []string{bin("refund")}, map[string]string{"MCP_LOG_LEVEL": "warn"}, []tsCall{
+		{Name: "get_customer_record", Arguments: map[string]any{"customer_id": "CUST-00001"}},
+		{Name: "get_customer_record", Arguments: map[string]any{"customer_id": "CUST-99999"}},
+		{Name: "trigger_refund", Arguments: map[string]any{"customer_id": "CUST-00002", "amount": 25.5, "reason": "package lost in transit"}},
+		{Name: "trigger_refund", Arguments: map[string]any{"customer_id": "CUST-00002", "amount": "25.5", "reason": "package lost in transit"}, Expect: "protocolError"},
+		{Name: "admin_list_audit_log", Arguments: map[string]any{}},
+	})
+	if s.Calls[0].StructuredContent["found"] != true || s.Calls[1].StructuredContent["found"] != false {
+		t.Errorf("lookups = %v, %v", s.Calls[0].StructuredContent, s.Calls[1].StructuredContent)
+	}
+	if s.Calls[2].StructuredContent["status"] != "refund_initiated" {
+		t.Errorf("refund = %v", s.Calls[2].StructuredContent)
+	}
+	if e := s.Calls[3].Error; e == nil || e.Code == nil || *e.Code != -32602 {
+		t.Errorf("string amount: error = %+v, want -32602", e)
+	}
+}
