@@ -48,7 +48,7 @@ func (ss *Session) startCall(m *jsonrpc.Message, version string) {
 	ss.inflight[m.ID] = c
 	ss.tasks.Add(1)
 	ss.mu.Unlock()
-	go ss.runCall(ctx, c, m, version)
+	ss.workers.run(func() { ss.runCall(ctx, c, m, version) })
 }
 
 // cancelCall handles notifications/cancelled. Unknown, finished or
@@ -160,7 +160,6 @@ func (ss *Session) call(ctx context.Context, m *jsonrpc.Message, version string)
 			Message: "Unknown tool: " + quote(name), Data: mcp.ProblemData(pr),
 		})
 	}
-	log := ss.log.With(slog.String("tool", name), slog.String("id", m.ID.String()))
 	args := p.Arguments
 	if args == nil {
 		args = jsontext.Value("{}")
@@ -168,8 +167,10 @@ func (ss *Session) call(ctx context.Context, m *jsonrpc.Message, version string)
 	res, err := ss.guarded(ctx, t, args)
 	outcome := "ok"
 	defer func() {
-		log.LogAttrs(ctx, slog.LevelDebug, "tools/call",
-			slog.String("outcome", outcome), slog.Duration("duration", time.Since(start)))
+		if ss.log.Enabled(ctx, slog.LevelDebug) {
+			ss.log.LogAttrs(ctx, slog.LevelDebug, "tools/call", slog.String("tool", name), slog.String("id", m.ID.String()),
+				slog.String("outcome", outcome), slog.Duration("duration", time.Since(start)))
+		}
 	}()
 	if err == nil {
 		return ss.result(m.ID, ss.srv.enc.AppendCallResult(nil, version, res.Structured))
@@ -191,8 +192,12 @@ func (ss *Session) call(ctx context.Context, m *jsonrpc.Message, version string)
 		return ss.result(m.ID, ss.srv.enc.AppendCallProblem(nil, version, argErr.Problem))
 	case errors.As(err, &pr):
 		outcome = string(pr.Code)
-		if pr.Cause != nil {
-			log.Info("tool refused the call", slog.String("code", string(pr.Code)), slog.String("cause", pr.Cause.Error()))
+		// A cause may quote the caller's arguments (a database error
+		// repeats the query's literals), so it is logged only when the
+		// operator opted in to debug logs.
+		if pr.Cause != nil && ss.log.Enabled(ctx, slog.LevelDebug) {
+			ss.log.Debug("tool refused the call", slog.String("tool", name), slog.String("id", m.ID.String()),
+				slog.String("code", string(pr.Code)), slog.String("cause", pr.Cause.Error()))
 		}
 		return ss.result(m.ID, ss.srv.enc.AppendCallProblem(nil, version, pr))
 	case context.Cause(ctx) == ErrPeerCancelled:
@@ -205,7 +210,8 @@ func (ss *Session) call(ctx context.Context, m *jsonrpc.Message, version string)
 	default:
 		ref := newRef()
 		outcome = "internal_error"
-		log.Error("tool failed", slog.String("ref", ref), slog.String("error", err.Error()))
+		ss.log.Error("tool failed", slog.String("tool", name), slog.String("id", m.ID.String()),
+			slog.String("ref", ref), slog.String("error", err.Error()))
 		return jsonrpc.AppendError(nil, internalError(m.ID, ref))
 	}
 }

@@ -72,6 +72,7 @@ type Session struct {
 	draining bool
 
 	tasks    sync.WaitGroup
+	workers  *workers
 	taskCtx  context.Context
 	stopping atomic.Bool
 
@@ -89,6 +90,7 @@ func (s *Server) NewSession(conn Conn) *Session {
 		log:      s.log,
 		inflight: make(map[jsonrpc.ID]*call),
 		drainCh:  make(chan struct{}),
+		workers:  newWorkers(),
 	}
 }
 
@@ -170,6 +172,7 @@ func (ss *Session) Run(ctx context.Context) error {
 	if !readerOut {
 		<-readDone
 	}
+	ss.workers.stop()
 	if err := ss.conn.Shutdown(ctx); err != nil && result == nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			result = err

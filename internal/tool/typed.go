@@ -3,6 +3,7 @@ package tool
 import (
 	"bytes"
 	"context"
+	stdjson "encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -119,7 +120,7 @@ func topLevelName(ptr string) string {
 // ValidateValue validates the JSON value v against schema and converts a
 // failure into an *ArgumentError naming the arguments at fault.
 func ValidateValue(schema *jsonschema.Schema, v jsontext.Value) error {
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(v))
+	inst, err := instance(v)
 	if err != nil {
 		return NewArgumentError("arguments are not valid JSON")
 	}
@@ -254,4 +255,65 @@ func ValidateOutput(t Tool, structured jsontext.Value) error {
 		return err
 	}
 	return s.Validate(inst)
+}
+
+// instance turns a JSON value into the form the schema validator takes:
+// maps, slices, strings, booleans, nil and encoding/json Numbers, which
+// keep every number's exact text. It reads the value once with jsontext
+// rather than handing it to encoding/json again.
+func instance(v jsontext.Value) (any, error) {
+	d := jsontext.NewDecoder(bytes.NewReader(v))
+	x, err := instanceValue(d)
+	if err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+func instanceValue(d *jsontext.Decoder) (any, error) {
+	tok, err := d.ReadToken()
+	if err != nil {
+		return nil, err
+	}
+	switch tok.Kind() {
+	case '{':
+		m := map[string]any{}
+		for d.PeekKind() != '}' {
+			name, err := d.ReadToken()
+			if err != nil {
+				return nil, err
+			}
+			// A token is only valid until the next read.
+			key := name.String()
+			val, err := instanceValue(d)
+			if err != nil {
+				return nil, err
+			}
+			m[key] = val
+		}
+		_, err := d.ReadToken()
+		return m, err
+	case '[':
+		a := []any{}
+		for d.PeekKind() != ']' {
+			val, err := instanceValue(d)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, val)
+		}
+		_, err := d.ReadToken()
+		return a, err
+	case '"':
+		return tok.String(), nil
+	case '0':
+		return stdjson.Number(tok.String()), nil
+	case 't':
+		return true, nil
+	case 'f':
+		return false, nil
+	case 'n':
+		return nil, nil
+	}
+	return nil, fmt.Errorf("tool: unexpected JSON token %v", tok.Kind())
 }
