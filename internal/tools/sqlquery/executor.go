@@ -182,15 +182,19 @@ func (e *Executor) Run(ctx context.Context, prep *Prepared) (*ResultSet, error) 
 // connection is closed rather than reused.
 func (e *Executor) sessionClean(ctx context.Context, pc *pgconn.PgConn) bool {
 	res, err := pc.Exec(ctx, "SELECT count(*) FROM pg_catalog.pg_locks WHERE pid = pg_catalog.pg_backend_pid() AND locktype = 'advisory'; "+
+		"SELECT count(*) FROM pg_catalog.pg_prepared_statements; "+
 		"SHOW default_transaction_read_only").ReadAll()
-	if err != nil || len(res) != 2 || len(res[0].Rows) != 1 || len(res[1].Rows) != 1 {
+	if err != nil || len(res) != 3 || len(res[0].Rows) != 1 || len(res[1].Rows) != 1 || len(res[2].Rows) != 1 {
 		e.logFailure("session check", err)
 		return false
 	}
-	locks, ro := string(res[0].Rows[0][0]), string(res[1].Rows[0][0])
-	if locks != "0" || ro != "on" {
+	// The pool only ever uses the unnamed statement, so any named
+	// prepared statement was made by a query.
+	locks, prepared, ro := string(res[0].Rows[0][0]), string(res[1].Rows[0][0]), string(res[2].Rows[0][0])
+	if locks != "0" || prepared != "0" || ro != "on" {
 		e.log.Warn("connection discarded: session state survived the rollback",
-			slog.Bool("advisory_locks", locks != "0"), slog.Bool("read_only_default", ro == "on"))
+			slog.Bool("advisory_locks", locks != "0"), slog.Bool("prepared_statements", prepared != "0"),
+			slog.Bool("read_only_default", ro == "on"))
 		return false
 	}
 	return true
@@ -291,6 +295,14 @@ func (e *Executor) classify(ctx context.Context, step string, err error) error {
 		switch pgErr.Code[:2] {
 		case "21", "22", "42", "0A", "54":
 			code = problem.Validation
+		case "3F": // invalid schema name: the query named a schema that does not exist
+			code = problem.Validation
+		case "55":
+			// 55000 object not in prerequisite state, e.g. currval()
+			// before nextval() in this session: the query's fault.
+			if pgErr.Code == "55000" {
+				code = problem.Validation
+			}
 		}
 	}
 	if code == "" {

@@ -1,0 +1,490 @@
+package sqlquery
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mcp-bastion/bastion/internal/problem"
+)
+
+// The tests in this file bypass the policy: they hand SQL straight to the
+// Executor, as if the policy had a hole, and check that the executor's own
+// defences hold. Each one is the test that fails when one defence is
+// removed (scripts/mutate.sh removes them one at a time).
+
+// runDirect runs sql through ex without the policy.
+func runDirect(t *testing.T, ex *Executor, sql string) (*ResultSet, error) {
+	t.Helper()
+	return ex.Run(t.Context(), &Prepared{SQL: sql, Limit: 100})
+}
+
+// wantSQLState fails t unless err is a problem carrying the SQLSTATE
+// state and the problem code that state maps to.
+func wantSQLState(t *testing.T, sql string, err error, state string, code problem.Code) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%q ran, want SQLSTATE %s", sql, state)
+		return
+	}
+	var prob *problem.Problem
+	if !errors.As(err, &prob) {
+		t.Errorf("%q: %v, want a problem with SQLSTATE %s", sql, err, state)
+		return
+	}
+	if got := prob.Metadata["sqlstate"]; got != state || prob.Code != code {
+		t.Errorf("%q: %s SQLSTATE %v (%s), want %s SQLSTATE %s", sql, prob.Code, got, prob.Detail, code, state)
+	}
+}
+
+// writesStraightToExecutor are writes of every kind, as the policy would
+// refuse them, against objects the login role owns.
+var writesStraightToExecutor = []string{
+	"DELETE FROM t",
+	"INSERT INTO t VALUES (7)",
+	"UPDATE orders SET amount = 0",
+	"TRUNCATE orders",
+	"DROP TABLE t",
+	"CREATE TABLE x (a int)",
+	"ALTER TABLE t ADD COLUMN b int",
+	"WITH d AS (DELETE FROM orders RETURNING *) SELECT * FROM d",
+	"SELECT * INTO copy_of_t FROM t",
+	"SELECT * FROM orders FOR UPDATE",
+	"SELECT nextval('order_seq')",
+	"SELECT setval('counters_id_seq', 1000)",
+	"SELECT bump_order_seq()",
+	"SELECT delete_from_t()",
+	"CALL p()",
+	"EXPLAIN ANALYZE DELETE FROM t",
+	"COMMENT ON TABLE t IS 'x'",
+}
+
+// TestExecutorRefusesWrites: with no policy in front, every write fails
+// with 25006 inside the executor's transaction and nothing changes. It
+// fails when the transaction is not read-only.
+func TestExecutorRefusesWrites(t *testing.T) {
+	h := newDBHarness(t)
+	ex := h.executor(t, 5*time.Second)
+	base := h.snapshot(t)
+	for _, sql := range writesStraightToExecutor {
+		_, err := runDirect(t, ex, sql)
+		wantSQLState(t, sql, err, "25006", problem.QueryViolation)
+		if d := diffSnapshots(base, h.snapshot(t)); d != "" {
+			t.Fatalf("%q changed the database:\n%s", sql, d)
+		}
+	}
+}
+
+// TestExecutorRollbackUndoesLargeObjectWrites: PostgreSQL 15 lets the
+// large-object functions write in a READ ONLY transaction (16 refuses them
+// with 25006); the policy denies lo_*, and the executor's unconditional
+// rollback is what undoes them when the policy is bypassed.
+func TestExecutorRollbackUndoesLargeObjectWrites(t *testing.T) {
+	h := newDBHarness(t)
+	ex := h.executor(t, 5*time.Second)
+	base := h.snapshot(t)
+	for _, sql := range []string{
+		"SELECT lo_unlink(1234)",
+		"SELECT lo_put(1234, 0, 'overwritten')",
+		"SELECT lo_truncate(lo_open(1234, 131072), 0)",
+		"SELECT lo_create(77)",
+		"SELECT lo_from_bytea(0, 'new')",
+	} {
+		_, err := runDirect(t, ex, sql)
+		if err != nil && sqlState(err) != "25006" {
+			t.Errorf("%q: %v, want success (PostgreSQL 15) or SQLSTATE 25006 (16 and later)", sql, err)
+		}
+		if d := diffSnapshots(base, h.snapshot(t)); d != "" {
+			t.Fatalf("%q changed the database:\n%s", sql, d)
+		}
+	}
+}
+
+// TestExecutorTransactionReadOnlyWithoutSessionDefault: a session whose
+// read-only default was lost (a pooler, a DSN, a bug) still runs every
+// query in a READ ONLY transaction, and the executor then discards that
+// session. It fails when BEGIN loses READ ONLY, which the session default
+// otherwise hides.
+func TestExecutorTransactionReadOnlyWithoutSessionDefault(t *testing.T) {
+	h := newDBHarness(t)
+	ex := h.executor(t, 5*time.Second)
+	base := h.snapshot(t)
+	for _, sql := range []string{"DELETE FROM t", "SELECT nextval('order_seq')", "CREATE TABLE x (a int)"} {
+		conn, err := ex.pool.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid := conn.Conn().PgConn().PID()
+		_, err = conn.Exec(t.Context(), "SET default_transaction_read_only = off")
+		conn.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = runDirect(t, ex, sql)
+		wantSQLState(t, sql, err, "25006", problem.QueryViolation)
+		if d := diffSnapshots(base, h.snapshot(t)); d != "" {
+			t.Fatalf("%q changed the database:\n%s", sql, d)
+		}
+		newPID, session := pooledSession(t, ex)
+		if newPID == pid {
+			t.Errorf("%q: the session without its read-only default was returned to the pool", sql)
+		}
+		if !strings.Contains(session, "\ndefault_transaction_read_only=on ") {
+			t.Errorf("%q: next session is not read-only by default:\n%s", sql, session)
+		}
+	}
+}
+
+// TestExecutorSessionsDefaultReadOnly: every pooled session is read-only
+// by default, outside any transaction of the executor, even when the DSN
+// asks otherwise. It fails when the pool stops setting
+// default_transaction_read_only.
+func TestExecutorSessionsDefaultReadOnly(t *testing.T) {
+	h := newDBHarness(t)
+	base := h.snapshot(t)
+	for _, dsn := range []string{
+		h.db.DSN(),
+		h.db.DSN() + " options='-c default_transaction_read_only=off'",
+	} {
+		ex := newPoolOfOne(t, dsn, 5*time.Second)
+		conn, err := ex.pool.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ro string
+		if err := conn.QueryRow(t.Context(), "SHOW default_transaction_read_only").Scan(&ro); err != nil {
+			t.Fatal(err)
+		}
+		if ro != "on" {
+			t.Errorf("DSN %q: pooled session has default_transaction_read_only = %s, want on", dsn, ro)
+		}
+		// An autocommit write, outside the executor's transaction.
+		_, err = conn.Exec(t.Context(), "DELETE FROM t")
+		conn.Release()
+		if sqlState(err) != "25006" {
+			t.Errorf("DSN %q: autocommit DELETE on a pooled session: %v, want SQLSTATE 25006", dsn, err)
+		}
+		if d := diffSnapshots(base, h.snapshot(t)); d != "" {
+			t.Fatalf("DSN %q: changed the database:\n%s", dsn, d)
+		}
+		ex.Close()
+	}
+}
+
+// TestExecutorOneStatementPerCall: a second statement never runs, even
+// when the DSN asks pgx for the simple protocol, whose Query message runs
+// every statement it holds. "COMMIT; SET TRANSACTION READ WRITE; …" would
+// otherwise end the read-only transaction and commit a write. It fails
+// when Query loses its explicit exec mode and the pool's default is the
+// simple protocol.
+func TestExecutorOneStatementPerCall(t *testing.T) {
+	h := newDBHarness(t)
+	base := h.snapshot(t)
+	for _, dsn := range []string{
+		h.db.DSN(),
+		h.db.DSN() + " default_query_exec_mode=simple_protocol",
+	} {
+		ex := newPoolOfOne(t, dsn, 5*time.Second)
+		for _, sql := range []string{
+			"SELECT 1; DELETE FROM t",
+			"COMMIT; SET TRANSACTION READ WRITE; DELETE FROM t",
+			"ROLLBACK; BEGIN READ WRITE; DELETE FROM t; COMMIT",
+			"COMMIT; SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE; SELECT 1",
+		} {
+			_, err := runDirect(t, ex, sql)
+			var prob *problem.Problem
+			if !errors.As(err, &prob) || prob.Metadata["sqlstate"] != "42601" ||
+				!strings.Contains(prob.Detail, "cannot insert multiple commands") {
+				t.Errorf("DSN %q: %q: %v, want SQLSTATE 42601 cannot insert multiple commands", dsn, sql, err)
+			}
+			if d := diffSnapshots(base, h.snapshot(t)); d != "" {
+				t.Fatalf("DSN %q: %q changed the database:\n%s", dsn, sql, d)
+			}
+		}
+		_, session := pooledSession(t, ex)
+		if !strings.Contains(session, "\ndefault_transaction_read_only=on ") {
+			t.Errorf("DSN %q: the pooled session is no longer read-only by default:\n%s", dsn, session)
+		}
+		ex.Close()
+	}
+}
+
+// TestExecutorDiscardsAdvisoryLock: a session-level advisory lock survives
+// the rollback, so the executor must close the session rather than pool
+// it. It fails when the post-rollback session check is removed.
+func TestExecutorDiscardsAdvisoryLock(t *testing.T) {
+	h := newDBHarness(t)
+	ex := h.executor(t, 5*time.Second)
+
+	// Control: an ordinary query leaves the session in the pool.
+	pid, _ := pooledSession(t, ex)
+	if _, err := runDirect(t, ex, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := pooledSession(t, ex); again != pid {
+		t.Fatalf("a clean session was discarded (pid %d, then %d); the checks below would prove nothing", pid, again)
+	}
+
+	for _, sql := range []string{
+		"SELECT pg_advisory_lock(4242)",
+		"SELECT pg_try_advisory_lock(4242)",
+		"SELECT pg_advisory_lock_shared(1, 2)",
+		"SELECT pg_advisory_lock(7), pg_advisory_lock(7)",
+	} {
+		pid, _ := pooledSession(t, ex)
+		if _, err := runDirect(t, ex, sql); err != nil {
+			t.Fatalf("%q: %v", sql, err)
+		}
+		newPID, session := pooledSession(t, ex)
+		if newPID == pid {
+			t.Errorf("%q: the session holding the advisory lock went back to the pool", sql)
+		}
+		if !strings.Contains(session, "\nadvisory locks=0\n") {
+			t.Errorf("%q: the pooled session holds advisory locks:\n%s", sql, session)
+		}
+		// The superuser takes every advisory lock another session holds,
+		// waiting at most 10 s: the discarded backend's exit frees them.
+		h.awaitAdvisoryLocks(t)
+		var held int
+		if err := h.su.QueryRow(t.Context(), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").Scan(&held); err != nil {
+			t.Fatal(err)
+		}
+		if held != 0 {
+			t.Errorf("%q: %d advisory locks held afterwards", sql, held)
+		}
+	}
+}
+
+// TestExecutorRollsBackSessionSettings: set_config(…, false) is
+// session-level, but inside the executor's transaction the rollback undoes
+// it, so the next call on the same pooled session does not see it.
+func TestExecutorRollsBackSessionSettings(t *testing.T) {
+	h := newDBHarness(t)
+	ex := h.executor(t, 5*time.Second)
+	pid, baseSession := pooledSession(t, ex)
+	for _, c := range []struct{ set, show, leaked string }{
+		{"SELECT set_config('bastion.probe', 'leaked', false)", "SELECT coalesce(current_setting('bastion.probe', true), '')", "leaked"},
+		{"SELECT set_config('search_path', 'evil', false)", "SELECT current_setting('search_path')", "evil"},
+		{"SELECT set_config('default_transaction_read_only', 'off', false)", "SELECT current_setting('default_transaction_read_only')", "off"},
+		{"SELECT set_config('work_mem', '7MB', false)", "SELECT current_setting('work_mem')", "7MB"},
+		{"SELECT set_config('role', 'none', false), set_config('application_name', 'leaked', false)", "SELECT current_setting('application_name')", "leaked"},
+	} {
+		res, err := runDirect(t, ex, c.set)
+		if err != nil {
+			t.Fatalf("%q: %v", c.set, err)
+		}
+		// set_config returns the value it set: it did take effect, in
+		// the call's transaction.
+		if got := res.Rows[0][len(res.Rows[0])-1]; got != c.leaked {
+			t.Fatalf("%q returned %v, want %q", c.set, got, c.leaked)
+		}
+		res, err = runDirect(t, ex, c.show)
+		if err != nil {
+			t.Fatalf("%q: %v", c.show, err)
+		}
+		if got := res.Rows[0][0]; got == c.leaked {
+			t.Errorf("after %q, the next call sees %q", c.set, got)
+		}
+		newPID, session := pooledSession(t, ex)
+		if newPID != pid {
+			t.Errorf("%q: session replaced (pid %d, was %d); the rollback alone should have undone it", c.set, newPID, pid)
+			pid = newPID
+		}
+		if d := diffLines(baseSession, session); d != "" {
+			t.Errorf("%q changed the pooled session:\n%s", c.set, d)
+		}
+	}
+}
+
+// TestExecutorPreparedStatementDoesNotLeak: a PREPARE that got past the
+// policy must not be visible to the next call: the executor sees the named
+// statement after the rollback and discards the session.
+func TestExecutorPreparedStatementDoesNotLeak(t *testing.T) {
+	h := newDBHarness(t)
+	ex := h.executor(t, 5*time.Second)
+	if _, err := runDirect(t, ex, "PREPARE leak AS SELECT 'leaked'"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := runDirect(t, ex, "EXECUTE leak")
+	if err == nil && len(res.Rows) == 1 && res.Rows[0][0] == "leaked" {
+		t.Errorf("a prepared statement survived into the next call")
+	}
+}
+
+// TestToolClampStopsUnboundedQuery: an endless query returns its first
+// rows at once because the policy rewrote its LIMIT; without the rewrite
+// the server computes until the statement timeout. It fails when the
+// LIMIT rewrite is removed.
+func TestToolClampStopsUnboundedQuery(t *testing.T) {
+	h := newDBHarness(t)
+	ex := h.executor(t, 3*time.Second)
+	tl, err := NewTool(newTestPolicy(t), ex, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{
+		"WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT n FROM r",
+		"SELECT generate_series(1, 10000000000)",
+		"SELECT n FROM (WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT n FROM r) s LIMIT ALL",
+	} {
+		res, err := tl.Call(t.Context(), toolArgs(t, sql))
+		if err != nil {
+			t.Errorf("%q: %v", sql, err)
+			continue
+		}
+		var out struct {
+			Rows      [][]int64 `json:"rows"`
+			RowCount  int       `json:"row_count"`
+			Truncated bool      `json:"truncated"`
+		}
+		if err := json.Unmarshal(res.Structured, &out); err != nil {
+			t.Fatal(err)
+		}
+		if out.RowCount != 5 || !out.Truncated || out.Rows[4][0] != 5 {
+			t.Errorf("%q: %s, want rows 1..5, truncated", sql, res.Structured)
+		}
+	}
+}
+
+// TestToolUserFunctionWriteStoppedByTransaction: the denylist knows
+// PostgreSQL's functions, not the database's own. A function of the
+// database that writes passes the policy; the read-only transaction stops
+// it, and the tool reports a policy violation. This is why the property of
+// differential_test.go holds for built-in functions only.
+func TestToolUserFunctionWriteStoppedByTransaction(t *testing.T) {
+	h := newDBHarness(t)
+	ex := h.executor(t, 5*time.Second)
+	tl, err := NewTool(newTestPolicy(t), ex, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := h.snapshot(t)
+	for _, sql := range []string{"SELECT delete_from_t()", "SELECT bump_order_seq()", "SELECT * FROM orders WHERE id = bump_order_seq()"} {
+		_, err := tl.Call(t.Context(), toolArgs(t, sql))
+		wantSQLState(t, sql, err, "25006", problem.QueryViolation)
+		if d := diffSnapshots(base, h.snapshot(t)); d != "" {
+			t.Fatalf("%q changed the database:\n%s", sql, d)
+		}
+	}
+}
+
+// TestHarnessSeesChanges proves that the snapshot and the session
+// fingerprint the database tests rely on do notice a change.
+func TestHarnessSeesChanges(t *testing.T) {
+	h := newDBHarness(t)
+	ex := h.executor(t, 5*time.Second)
+	for _, c := range []struct{ sql, key string }{
+		{"INSERT INTO t VALUES (42)", "contents t"},
+		{"UPDATE counters SET n = n + 1 WHERE id = 1", "contents counters"},
+		{"SELECT nextval('order_seq')", "sequence public.order_seq"},
+		{"SELECT nextval('counters_id_seq')", "sequence public.counters_id_seq"},
+		{"COMMENT ON TABLE orders IS 'x'", "comment pg_class/"},
+		{"ALTER TABLE t ADD COLUMN b int", "rel t"},
+		{"CREATE TABLE extra (a int)", "rel extra"},
+		{"SELECT lo_put(1234, 0, 'L')", "large object data"},
+		{"GRANT SELECT ON orders TO PUBLIC", "rel orders"},
+		{"ALTER DATABASE " + h.db.Name + " SET work_mem = '7MB'", "db/role setting "},
+	} {
+		before := h.snapshot(t)
+		h.db.Exec(t, c.sql)
+		d := diffSnapshots(before, h.snapshot(t))
+		if !strings.Contains(d, c.key) {
+			t.Errorf("%q: snapshot diff %q does not mention %q", c.sql, d, c.key)
+		}
+	}
+	// Advisory locks: one a live session holds is reported (so the
+	// superuser really asks for that key), one of a closed session is
+	// waited for. Both key forms, negative halves included.
+	for _, lock := range []string{"SELECT pg_advisory_lock(-4242)", "SELECT pg_advisory_lock(-1, 7)", "SELECT pg_advisory_lock_shared(3, -9)"} {
+		conn, err := pgx.Connect(t.Context(), h.db.DSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(t.Context(), lock); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.waitAdvisoryLocks(t.Context(), 50*time.Millisecond); err == nil {
+			t.Errorf("%s: a lock held by a live session went unnoticed", lock)
+		}
+		conn.Close(t.Context())
+		h.awaitAdvisoryLocks(t)
+		var held int
+		if err := h.su.QueryRow(t.Context(), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").Scan(&held); err != nil {
+			t.Fatal(err)
+		}
+		if held != 0 {
+			t.Errorf("%s: %d advisory locks held after the session closed", lock, held)
+		}
+	}
+
+	for _, sql := range []string{"SET work_mem = '7MB'", "PREPARE x AS SELECT 1", "SET search_path = pg_catalog", "LISTEN ch"} {
+		_, before := pooledSession(t, ex)
+		conn, err := ex.pool.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.Exec(t.Context(), sql)
+		conn.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, after := pooledSession(t, ex); diffLines(before, after) == "" {
+			t.Errorf("%q: the session fingerprint did not change", sql)
+		}
+	}
+}
+
+// knownClassificationGaps are queries the policy allows whose error is the
+// caller's doing but which the executor reports as an infrastructure fault
+// (a plain error, -32603 on the wire) and for which it discards the
+// session, because their SQLSTATE class is not in the mapping. The test
+// logs them and fails once one is mapped, so that it is removed from here.
+var knownClassificationGaps = map[string]string{}
+
+// TestToolCallerErrorsAreInBand: errors a query causes come back as
+// in-band problems with their SQLSTATE, never as internal errors.
+func TestToolCallerErrorsAreInBand(t *testing.T) {
+	h := newDBHarness(t)
+	ex := h.executor(t, 5*time.Second)
+	tl, err := NewTool(newTestPolicy(t), ex, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		sql   string
+		state string
+		code  problem.Code
+	}{
+		{"SELECT 1 / 0", "22012", problem.Validation},
+		{"SELECT 'x'::int", "22P02", problem.Validation},
+		{"SELECT (SELECT 1 UNION SELECT 2)", "21000", problem.Validation},
+		{"SELECT * FROM nosuch", "42P01", problem.Validation},
+		{"SELECT * FROM nosuch.t", "42P01", problem.Validation},
+		{"SELECT nosuch()", "42883", problem.Validation},
+		{"SELECT * FROM pg_authid", "42501", problem.AccessDenied},
+		{"SELECT currval('order_seq')", "55000", problem.Validation},
+		{"SELECT lastval()", "55000", problem.Validation},
+		{"SELECT nosuch.lower('a')", "3F000", problem.Validation},
+		{"SELECT * FROM customers WHERE nosuch.f(id)", "3F000", problem.Validation},
+	} {
+		_, err := tl.Call(t.Context(), toolArgs(t, c.sql))
+		var prob *problem.Problem
+		inBand := errors.As(err, &prob)
+		gap, known := knownClassificationGaps[c.sql]
+		switch {
+		case !inBand && known:
+			t.Logf("KNOWN GAP: %q: %v: %s", c.sql, err, gap)
+		case !inBand:
+			t.Errorf("%q: %v, want an in-band %s problem with SQLSTATE %s", c.sql, err, c.code, c.state)
+		case known:
+			t.Errorf("%q: known classification gap is closed (%s); remove it from knownClassificationGaps", c.sql, gap)
+			fallthrough
+		default:
+			wantSQLState(t, c.sql, err, c.state, c.code)
+		}
+	}
+}

@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# Mutation check for the defences of read_only_sql (DESIGN.md: "every
+# defence has a test that fails when the defence is removed; a script runs
+# those mutations and reports which survive").
+#
+# The script copies the working tree (tracked and untracked, not ignored,
+# files) into a temporary directory, checks that the tests pass there, and
+# then, one mutation at a time, removes one defence by a precise edit, runs
+# the tests and puts the file back. A mutation is KILLED when a test fails
+# and SURVIVED when all pass. It exits non-zero if any mutation survived,
+# if an edit did not apply, or if a mutant did not compile.
+#
+# Usage: scripts/mutate.sh [NAME...]     (no NAME: every mutation)
+#
+# Adding a mutation:
+#
+#   mutate NAME DESCRIPTION FILE PATTERN REPLACEMENT [FILE PATTERN REPLACEMENT ...] -- TEST_PKG [TEST_RUN]
+#
+# PATTERN is a Perl regular expression that must match exactly once in
+# FILE (relative to the repository root), or the script stops: an edit that
+# no longer applies must not silently test nothing. REPLACEMENT is literal
+# text, in which \n and \t stand for a newline and a tab. TEST_PKG is a go
+# test package pattern; TEST_RUN, when given, is passed to -run.
+set -euo pipefail
+export GOTOOLCHAIN=go1.26.10
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/bastion-mutate.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+tree=$work/tree
+mkdir -p "$tree" "$work/orig" "$work/logs"
+
+# The working tree as it is, uncommitted changes included; bin/, .cache/
+# and everything else .gitignore names stay behind.
+(
+	cd "$root"
+	git ls-files -z --cached --others --exclude-standard |
+		while IFS= read -r -d '' f; do
+			[[ -e $f || -L $f ]] && printf '%s\0' "$f"
+		done |
+		tar --null -T - -cf -
+) | tar -xf - -C "$tree"
+
+only=("$@")
+declare -a results=()
+failed=0
+
+# edit FILE PATTERN REPLACEMENT applies one edit in the copy.
+edit() {
+	local file=$1 pat=$2 rep=$3
+	[[ -f $tree/$file ]] || { echo "   no such file: $file" >&2; return 1; }
+	PAT=$pat REP=$rep perl -0777 -e '
+		my $file = shift;
+		open(my $in, "<", $file) or die "$file: $!\n";
+		local $/; my $text = <$in>; close $in;
+		my ($pat, $rep) = ($ENV{PAT}, $ENV{REP});
+		$rep =~ s/\\n/\n/g; $rep =~ s/\\t/\t/g;
+		my $n = () = $text =~ /$pat/g;
+		die "pattern matched $n times, want exactly once: $pat\n" if $n != 1;
+		$text =~ s/$pat/$rep/;
+		open(my $out, ">", $file) or die "$file: $!\n";
+		print $out $text; close $out or die "$file: $!\n";
+	' "$tree/$file"
+}
+
+# run_tests PKG RUN LOG runs the tests in the copy; it returns go test's
+# status, or 3 when the tests do not compile.
+run_tests() {
+	local pkg=$1 run=$2 log=$3
+	if ! (cd "$tree" && go vet "$pkg") >"$log" 2>&1; then
+		return 3
+	fi
+	(cd "$tree" && go test -count=1 -timeout 15m ${run:+-run "$run"} "$pkg") >>"$log" 2>&1
+}
+
+# killers LOG lists the top-level tests that failed.
+killers() {
+	grep -oE '^--- FAIL: [^/ ]+' "$1" | sed 's/^--- FAIL: //' | sort -u | tr '\n' ' '
+}
+
+mutate() {
+	local name=$1 desc=$2
+	shift 2
+	if ((${#only[@]})) && [[ " ${only[*]} " != *" $name "* ]]; then
+		return 0
+	fi
+	local -a files=()
+	while [[ $1 != -- ]]; do
+		# Keep the original once, before the first edit of a file.
+		if [[ " ${files[*]} " != *" $1 "* ]]; then
+			files+=("$1")
+			cp -p "$tree/$1" "$work/orig/$(echo "$1" | tr / _)"
+		fi
+		if ! edit "$1" "$2" "$3"; then
+			echo "== $name: $desc"
+			echo "   ERROR: the edit of $1 does not apply"
+			results+=("ERROR     $name")
+			failed=1
+			restore "${files[@]}"
+			return 0
+		fi
+		shift 3
+	done
+	shift
+	local pkg=$1 run=${2:-}
+	local log=$work/logs/$name.log
+	echo "== $name: $desc"
+	echo "   edited ${files[*]}; running go test ${run:+-run "$run" }$pkg"
+	local start=$SECONDS status=0
+	run_tests "$pkg" "$run" "$log" || status=$?
+	local took=$((SECONDS - start))
+	case $status in
+	0)
+		echo "   SURVIVED (${took}s): no test failed"
+		results+=("SURVIVED  $name")
+		failed=1
+		;;
+	3)
+		echo "   ERROR (${took}s): the mutant does not compile:"
+		sed 's/^/     /' "$log" | head -20
+		results+=("ERROR     $name")
+		failed=1
+		;;
+	*)
+		echo "   KILLED (${took}s) by: $(killers "$log")"
+		results+=("KILLED    $name")
+		;;
+	esac
+	restore "${files[@]}"
+}
+
+# restore FILE... puts the originals back and checks that the copy is
+# the unmutated tree again, so that one mutation never leaks into the next.
+restore() {
+	local f
+	for f in "$@"; do
+		cp -p "$work/orig/$(echo "$f" | tr / _)" "$tree/$f"
+		rm "$work/orig/$(echo "$f" | tr / _)"
+	done
+	if [[ $(tree_digest) != "$pristine" ]]; then
+		echo "   the copy differs from the unmutated tree after restoring ${*}" >&2
+		exit 2
+	fi
+}
+
+tree_digest() {
+	(cd "$tree" && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum)
+}
+
+sqlpkg=./internal/tools/sqlquery/...
+pristine=$(tree_digest)
+
+echo "== baseline: the unmutated copy must pass"
+if ! run_tests "$sqlpkg" "" "$work/logs/baseline.log"; then
+	sed 's/^/   /' "$work/logs/baseline.log" | tail -40
+	echo "   baseline FAILED: mutation results would mean nothing" >&2
+	exit 2
+fi
+echo "   ok"
+
+# (a) The walk stops at WITH: a write or a denied function in a CTE passes.
+mutate cte-walk "the tree walk does not descend into WITH clauses" \
+	internal/tools/sqlquery/walk.go \
+	'\tif prob := p\.judge\(m\); prob != nil \{\n' \
+	'\tif _, ok := m.Interface().(*pg.WithClause); ok {\n\t\treturn nil\n\t}\n\tif prob := p.judge(m); prob != nil {\n' \
+	-- "$sqlpkg"
+
+# (b) The function denylist is never consulted.
+mutate func-denylist "the function denylist check is disabled" \
+	internal/tools/sqlquery/walk.go \
+	'if _, denied := p\.denied\(last\); denied \{' \
+	'if _, denied := p.denied(last); denied && false {' \
+	-- "$sqlpkg"
+
+# (c) The clamp leaves the query as it is (and the recheck no longer
+# insists on the LIMIT it would have written).
+mutate limit-rewrite "the outer LIMIT is not rewritten" \
+	internal/tools/sqlquery/limit.go \
+	'\tsel\.LimitCount = pg\.MakeAConstIntNode\(prep\.fetchLimit\(\), -1\)\n\tsel\.LimitOption = pg\.LimitOption_LIMIT_OPTION_COUNT\n' \
+	'' \
+	internal/tools/sqlquery/policy.go \
+	'if v, ok := constInt\(sel\.GetLimitCount\(\)\); !ok \|\| v != prep\.fetchLimit\(\) \|\|\n\t\tsel\.GetLimitOption\(\) != pg\.LimitOption_LIMIT_OPTION_COUNT \{' \
+	'if false {' \
+	-- "$sqlpkg"
+
+# (d) The read-only transaction, in its two layers and both at once.
+mutate begin-read-only "BEGIN without READ ONLY (the session default still holds)" \
+	internal/tools/sqlquery/executor.go \
+	'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ' \
+	'BEGIN ISOLATION LEVEL REPEATABLE READ; ' \
+	-- "$sqlpkg"
+
+mutate session-read-only "pooled sessions no longer default to read-only (nor check it at connect)" \
+	internal/tools/sqlquery/executor.go \
+	'\tcfg\.ConnConfig\.RuntimeParams\["default_transaction_read_only"\] = "on"\n' \
+	'' \
+	internal/tools/sqlquery/executor.go \
+	'\t\tif ro != "on" \{' \
+	'\t\tif false {' \
+	-- "$sqlpkg"
+
+mutate read-only-both "neither BEGIN READ ONLY nor a read-only session default" \
+	internal/tools/sqlquery/executor.go \
+	'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ' \
+	'BEGIN ISOLATION LEVEL REPEATABLE READ; ' \
+	internal/tools/sqlquery/executor.go \
+	'\tcfg\.ConnConfig\.RuntimeParams\["default_transaction_read_only"\] = "on"\n' \
+	'' \
+	internal/tools/sqlquery/executor.go \
+	'\t\tif ro != "on" \{' \
+	'\t\tif false {' \
+	-- "$sqlpkg"
+
+# (e) The exec mode is no longer pinned, and the pool's default is the
+# simple protocol, as a DSN with default_query_exec_mode=simple_protocol
+# would make it.
+mutate exec-mode-pin "Query without the pinned exec mode, pool default simple protocol" \
+	internal/tools/sqlquery/executor.go \
+	'conn\.Query\(ctx, prep\.SQL, execMode, pgx\.QueryResultFormatsByOID\(textOIDs\)\)' \
+	'conn.Query(ctx, prep.SQL, pgx.QueryResultFormatsByOID(textOIDs))' \
+	internal/tools/sqlquery/executor.go \
+	'cfg\.ConnConfig\.DefaultQueryExecMode = execMode' \
+	'cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol' \
+	-- "$sqlpkg"
+
+# The executor's other two lines behind the policy.
+mutate anomaly-discard "a session holding state after the rollback goes back to the pool" \
+	internal/tools/sqlquery/executor.go \
+	' && e\.sessionClean\(rbCtx, pc\)' \
+	'' \
+	-- "$sqlpkg"
+
+mutate always-rollback "the transaction is committed instead of rolled back" \
+	internal/tools/sqlquery/executor.go \
+	'pc\.Exec\(rbCtx, "ROLLBACK"\)' \
+	'pc.Exec(rbCtx, "COMMIT")' \
+	-- "$sqlpkg"
+
+echo
+echo "== summary"
+if ((${#results[@]} == 0)); then
+	echo "   no mutation matched: ${only[*]}" >&2
+	exit 2
+fi
+printf '   %s\n' "${results[@]}"
+if ((failed)); then
+	echo "   some defences are not covered by a test (SURVIVED) or could not be mutated (ERROR)" >&2
+	exit 1
+fi
+echo "   every mutation was killed"
