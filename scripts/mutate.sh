@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mutation check for the defences of read_only_sql (DESIGN.md: "every
+# Mutation check for the defences of bastion serve (DESIGN.md: "every
 # defence has a test that fails when the defence is removed; a script runs
 # those mutations and reports which survive").
 #
@@ -148,14 +148,19 @@ tree_digest() {
 }
 
 sqlpkg=./internal/tools/sqlquery/...
+fspkg=./internal/tools/sandboxfs/...
+guardpkg=./internal/guard/...
+wirepkg=./internal/wire/...
 pristine=$(tree_digest)
 
 echo "== baseline: the unmutated copy must pass"
-if ! run_tests "$sqlpkg" "" "$work/logs/baseline.log"; then
-	sed 's/^/   /' "$work/logs/baseline.log" | tail -40
-	echo "   baseline FAILED: mutation results would mean nothing" >&2
-	exit 2
-fi
+for pkg in "$sqlpkg" "$fspkg" "$guardpkg" "$wirepkg"; do
+	if ! run_tests "$pkg" "" "$work/logs/baseline.log"; then
+		sed 's/^/   /' "$work/logs/baseline.log" | tail -40
+		echo "   baseline FAILED in $pkg: mutation results would mean nothing" >&2
+		exit 2
+	fi
+done
 echo "   ok"
 
 # (a) The walk stops at WITH: a write or a denied function in a CTE passes.
@@ -235,6 +240,43 @@ mutate always-rollback "the transaction is committed instead of rolled back" \
 	'pc\.Exec\(rbCtx, "ROLLBACK"\)' \
 	'pc.Exec(rbCtx, "COMMIT")' \
 	-- "$sqlpkg"
+
+# sandbox_fs_read: resolution beneath the root, the file-type check on the
+# open descriptor, and the bounded read.
+mutate fs-beneath "openat2 resolves without RESOLVE_BENEATH and RESOLVE_NO_MAGICLINKS" \
+	internal/tools/sandboxfs/resolve_linux.go \
+	'const resolveFlags = unix\.RESOLVE_BENEATH \| unix\.RESOLVE_NO_MAGICLINKS' \
+	'const resolveFlags = 0' \
+	-- "$fspkg"
+
+mutate fs-type-check "every file type passes the fstat check" \
+	internal/tools/sandboxfs/sandboxfs.go \
+	'\tcase m\.IsRegular\(\):\n' \
+	'\tcase true || m.IsRegular():\n' \
+	-- "$fspkg"
+
+mutate fs-byte-cap "the read is not bounded by max_bytes + 1" \
+	internal/tools/sandboxfs/sandboxfs.go \
+	'want := int\(limit \+ 1\)' \
+	'want := int(limit + 1 + 1<<20)' \
+	-- "$fspkg"
+
+# The core: the frame cap while a line streams in, and the sanitizer's
+# depth and container-size bounds.
+mutate wire-frame-cap "an oversized line is buffered whole instead of discarded" \
+	internal/wire/reader.go \
+	'if len\(r\.frame\)\+len\(chunk\) > r\.max\+2 \{' \
+	'if false {' \
+	-- "$wirepkg"
+
+mutate guard-depth "the sanitizer does not bound nesting" \
+	internal/guard/sanitize.go \
+	'object\(depth int\) \*problem\.Problem \{\n\tif depth > s\.lim\.MaxDepth \{' \
+	'object(depth int) *problem.Problem {\n\tif false && depth > s.lim.MaxDepth {' \
+	internal/guard/sanitize.go \
+	'array\(depth int\) \*problem\.Problem \{\n\tif depth > s\.lim\.MaxDepth \{' \
+	'array(depth int) *problem.Problem {\n\tif false && depth > s.lim.MaxDepth {' \
+	-- "$guardpkg"
 
 echo
 echo "== summary"

@@ -36,4 +36,7 @@ go test -race -count=1 -timeout 30m ./...
 step "fuzz (each target for $FUZZTIME)"
 FUZZTIME=$FUZZTIME scripts/fuzz.sh
 
+step "mutation check: every defence must have a test that fails without it"
+scripts/mutate.sh
+
 step "all tests passed"
