@@ -3,31 +3,34 @@ module github.com/mcp-bastion/bastion
 go 1.26.10
 
 require (
+	github.com/go-json-experiment/json v1.27.2 // strict JSON: duplicate names, invalid UTF-8, exact-case members (encoding/json/v2 API)
+	github.com/jackc/pgx/v5 v5.12.0 // PostgreSQL driver and pool for read_only_sql (pinned extended-protocol exec mode)
+	github.com/modelcontextprotocol/go-sdk v1.8.0 // tests only: the official Go SDK client as an interop peer
+	github.com/pganalyze/pg_query_go/v6 v6.2.5 // the real PostgreSQL parser (cgo) for the SQL policy
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // JSON Schema 2020-12 validation of tool arguments
+	github.com/shirou/gopsutil/v4 v4.26.10 // system_metrics
+	go.uber.org/goleak v1.3.0 // tests only: goroutine leak checks
+	golang.org/x/sync v0.25.0 // semaphore: the FIFO concurrency limiter
+	golang.org/x/sys v0.50.0 // openat2 for sandbox_fs_read
+	golang.org/x/text v0.41.0 // English messages of schema validation errors
+	google.golang.org/protobuf v1.33.0 // protoreflect walk of pg_query parse trees
+)
+
+require (
 	github.com/ebitengine/purego v0.11.2 // indirect
-	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/go-ole/go-ole v1.2.6 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/lufia/plan9stats v0.0.0-20211012122336-39d0f177ccd0 // indirect
-	github.com/modelcontextprotocol/go-sdk v1.8.0 // indirect
-	github.com/pganalyze/pg_query_go/v6 v6.2.5 // indirect
 	github.com/power-devops/perfstat v0.0.0-20260805114148-88456608a4f6 // indirect
-	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
-	github.com/shirou/gopsutil/v4 v4.26.10 // indirect
 	github.com/tklauser/go-sysconf v0.4.0 // indirect
 	github.com/tklauser/numcpus v0.12.0 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	github.com/yusufpapurcu/wmi v1.2.4 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/oauth2 v0.35.0 // indirect
-	golang.org/x/sync v0.25.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
-	google.golang.org/protobuf v1.33.0 // indirect
 )
