@@ -70,3 +70,29 @@ func TestTypeScriptSDKClientRefund(t *testing.T) {
 		t.Errorf("string amount: error = %+v, want -32602", e)
 	}
 }
+
+// TestSQLConnectionDetailsNeverLeak points read_only_sql at a database that
+// does not answer, with a distinctive user, password and database name,
+// and checks that none of them reaches stdout or stderr: the call fails
+// with a generic -32603 and the log says only what kind of failure it was.
+func TestSQLConnectionDetailsNeverLeak(t *testing.T) {
+	t.Parallel()
+	const dsn = "host=127.0.0.1 port=1 user=leaky_user password=leaky_pass dbname=leaky_db connect_timeout=2 sslmode=disable"
+	p := serve(t, "MCP_SQL_DSN="+dsn)
+	p.initialize("2025-11-25")
+	p.call(1, "read_only_sql", map[string]any{"query": "SELECT 1"})
+	line := p.recvLine()
+	m := p.decode(line)
+	if errCode(t, m) != -32603 {
+		t.Fatalf("got %v", m)
+	}
+	p.closeStdin()
+	p.wait()
+	for _, out := range []string{string(line), p.stderr.String()} {
+		for _, secret := range []string{"leaky_user", "leaky_pass", "leaky_db", "127.0.0.1"} {
+			if strings.Contains(out, secret) {
+				t.Fatalf("%q leaked: %s", secret, out)
+			}
+		}
+	}
+}
