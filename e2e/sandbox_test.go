@@ -51,7 +51,8 @@ func newSandboxFixture(t *testing.T) *sandboxFixture {
 	must(os.Symlink("loop-b", filepath.Join(f.root, "loop-a")))
 	must(os.Symlink("loop-a", filepath.Join(f.root, "loop-b")))
 	must(os.Symlink("missing.txt", filepath.Join(f.root, "dangling")))
-	must(os.Symlink("/proc/self/root/etc/hostname", filepath.Join(f.root, "proc-link")))
+	// A magic link: /proc/self/root is this process's root directory.
+	must(os.Symlink(filepath.Join("/proc/self", "root", "etc", "hostname"), filepath.Join(f.root, "proc-link")))
 	must(os.Symlink("/dev/zero", filepath.Join(f.root, "dev-link")))
 	must(os.Symlink("../outside", filepath.Join(f.root, "dir-outside")))
 	must(os.Link(filepath.Join(tmp, "outside/secret.txt"), filepath.Join(f.root, "hardlink.txt")))
