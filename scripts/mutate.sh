@@ -188,33 +188,27 @@ mutate limit-rewrite "the outer LIMIT is not rewritten" \
 	'if false {' \
 	-- "$sqlpkg"
 
-# (d) The read-only transaction, in its two layers and both at once.
+# (d) The read-only transaction, in its two layers and both at once. Each
+# layer is one list of FILE PATTERN REPLACEMENT triples, used alone and
+# together.
+begin_rw=(internal/tools/sqlquery/executor.go
+	'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; '
+	'BEGIN ISOLATION LEVEL REPEATABLE READ; ')
+session_rw=(internal/tools/sqlquery/executor.go
+	'\tcfg\.ConnConfig\.RuntimeParams\["default_transaction_read_only"\] = "on"\n'
+	''
+	internal/tools/sqlquery/executor.go
+	'\t\tif ro != "on" \{'
+	'\t\tif false {')
+
 mutate begin-read-only "BEGIN without READ ONLY (the session default still holds)" \
-	internal/tools/sqlquery/executor.go \
-	'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ' \
-	'BEGIN ISOLATION LEVEL REPEATABLE READ; ' \
-	-- "$sqlpkg"
+	"${begin_rw[@]}" -- "$sqlpkg"
 
 mutate session-read-only "pooled sessions no longer default to read-only (nor check it at connect)" \
-	internal/tools/sqlquery/executor.go \
-	'\tcfg\.ConnConfig\.RuntimeParams\["default_transaction_read_only"\] = "on"\n' \
-	'' \
-	internal/tools/sqlquery/executor.go \
-	'\t\tif ro != "on" \{' \
-	'\t\tif false {' \
-	-- "$sqlpkg"
+	"${session_rw[@]}" -- "$sqlpkg"
 
 mutate read-only-both "neither BEGIN READ ONLY nor a read-only session default" \
-	internal/tools/sqlquery/executor.go \
-	'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ' \
-	'BEGIN ISOLATION LEVEL REPEATABLE READ; ' \
-	internal/tools/sqlquery/executor.go \
-	'\tcfg\.ConnConfig\.RuntimeParams\["default_transaction_read_only"\] = "on"\n' \
-	'' \
-	internal/tools/sqlquery/executor.go \
-	'\t\tif ro != "on" \{' \
-	'\t\tif false {' \
-	-- "$sqlpkg"
+	"${begin_rw[@]}" "${session_rw[@]}" -- "$sqlpkg"
 
 # (e) The exec mode is no longer pinned, and the pool's default is the
 # simple protocol, as a DSN with default_query_exec_mode=simple_protocol
