@@ -116,3 +116,25 @@ func TestMessagesValidateAgainstOfficialSchemas(t *testing.T) {
 		}
 	})
 }
+
+// TestInternalErrorsValidate: the -32603 of a tool panic (with its problem
+// in error.data) and the in-band deadline problem validate against every
+// version's schema too.
+func TestInternalErrorsValidate(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"} {
+		t.Run(v, func(t *testing.T) {
+			t.Parallel()
+			errResp, resp := "JSONRPCError", "JSONRPCResponse"
+			if v == "2025-11-25" {
+				errResp, resp = "JSONRPCErrorResponse", "JSONRPCResultResponse"
+			}
+			p := testserver(t, "MCP_CALL_TIMEOUT_MS=50")
+			p.exchange(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + v + `","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`)
+			validateAgainst(t, v, errResp, p.exchange(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"panic","arguments":{}}}`))
+			raw := p.exchange(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":600000}}}`)
+			validateAgainst(t, v, resp, raw)
+			validateAgainst(t, v, "CallToolResult", resultOf(t, raw))
+		})
+	}
+}
