@@ -217,6 +217,12 @@ func TestUnknownMethodsNotificationsResponses(t *testing.T) {
 	p.send(`{"jsonrpc":"2.0","method":"notifications/whatever","params":{}}`)
 	p.send(`{"jsonrpc":"2.0","id":99,"result":{}}`)
 	p.send(`{"jsonrpc":"2.0","id":98,"error":{"code":1,"message":"x"}}`)
+	// Invalid notifications and responses are not answered either: ids
+	// are per direction, so an error for a response's id could be taken
+	// for the answer to the client's own request.
+	p.send(`{"jsonrpc":"2.0","id":97,"result":{},"bogus":1}`)
+	p.send(`{"jsonrpc":"1.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+	p.send(`{"jsonrpc":"2.0","method":"notifications/x","params":[1]}`)
 	p.send(`{"jsonrpc":"2.0","id":1,"method":"resources/list"}`)
 	m := p.recv() // the only answer is to the request
 	if m["id"] != float64(1) || errCode(t, m) != -32601 {

@@ -15,6 +15,9 @@ import (
 // keeps hostile frames from costing parser stack.
 const MaxNesting = 64
 
+// maxPooledFrame is the largest frame after which a decoder is reused.
+const maxPooledFrame = 64 << 10
+
 // Item is one element of a decoded frame: a message or the error response
 // owed for an invalid one.
 type Item struct {
@@ -54,7 +57,11 @@ func DecodeFrame(b []byte) Frame {
 	dec := decoders.Get().(*decoder)
 	defer func() {
 		dec.br.Reset(nil) // drop the reference to the frame
-		decoders.Put(dec)
+		// A decoder that read a large frame keeps a buffer of its size;
+		// only small ones go back to the pool.
+		if len(b) <= maxPooledFrame {
+			decoders.Put(dec)
+		}
 	}()
 	dec.br.Reset(b)
 	d := dec.d
@@ -239,7 +246,11 @@ func decodeObject(d *jsontext.Decoder) (msg *Message, perr, verr *Error) {
 		violate(`missing "jsonrpc"`)
 	}
 	if why != "" {
-		return nil, nil, invalid(m.ID, why)
+		e := invalid(m.ID, why)
+		notification := seen&hasMethod != 0 && seen&hasID == 0
+		response := seen&hasMethod == 0 && seen&(hasResult|hasError) != 0
+		e.NoReply = notification || response
+		return nil, nil, e
 	}
 	return &m, nil, nil
 }

@@ -373,3 +373,30 @@ func TestDecodeFrameIntIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidNotificationsAndResponsesAreNotAnswered: an envelope error in
+// a message without an id (a notification) or without a method (a
+// response) is marked NoReply; one in a request is answered.
+func TestInvalidNotificationsAndResponsesAreNotAnswered(t *testing.T) {
+	for _, c := range []struct {
+		frame   string
+		noReply bool
+	}{
+		{`{"jsonrpc":"2.0","id":7,"result":{},"bogus":1}`, true},
+		{`{"jsonrpc":"2.0","id":7,"error":{"code":1,"message":"x"},"x":1}`, true},
+		{`{"jsonrpc":"1.0","method":"notifications/x"}`, true},
+		{`{"jsonrpc":"2.0","method":"notifications/x","params":[1]}`, true},
+		{`{"jsonrpc":"2.0","id":1,"method":"ping","params":[1]}`, false},
+		{`{"jsonrpc":"2.0","id":null,"method":"ping"}`, false},
+		{`{"jsonrpc":"2.0","id":1}`, false},
+	} {
+		f := DecodeFrame([]byte(c.frame))
+		e := f.Items[0].Err
+		if e == nil {
+			t.Fatalf("%s: no error", c.frame)
+		}
+		if e.NoReply != c.noReply {
+			t.Errorf("%s: NoReply = %v, want %v", c.frame, e.NoReply, c.noReply)
+		}
+	}
+}

@@ -118,6 +118,11 @@ type Error struct {
 	Message string
 	// Data is the JSON of error.data, or nil.
 	Data []byte
+	// NoReply marks the error of an invalid message that was a
+	// notification (a method without an id member) or a response (a
+	// result or error without a method): such messages are never
+	// answered, so the error is for the log only.
+	NoReply bool
 }
 
 func (e *Error) Error() string {

@@ -37,6 +37,14 @@ func (ss *Session) startCall(m *jsonrpc.Message, version string) {
 			"Internal error: the server is shutting down"))
 		return
 	}
+	if len(ss.inflight) >= ss.srv.opts.MaxPending {
+		ss.mu.Unlock()
+		pr := problem.New(problem.ConcurrencyLimit, fmt.Sprintf(
+			"%d tool calls are already running or waiting for one of the %d slots; retry later",
+			ss.srv.opts.MaxPending, ss.srv.opts.MaxConcurrency))
+		ss.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.AppendCallProblem(nil, version, pr)))
+		return
+	}
 	if _, dup := ss.inflight[m.ID]; dup {
 		ss.mu.Unlock()
 		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,

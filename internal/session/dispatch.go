@@ -50,8 +50,10 @@ func (ss *Session) handleFrame(frame []byte) {
 	// lines; each request is answered by its own response line.
 	for _, it := range f.Items {
 		if it.Msg != nil && it.Msg.Method == methodInitialize {
-			ss.sendError(jsonrpc.NewError(it.Msg.ID, jsonrpc.CodeInvalidRequest,
-				"Invalid request: initialize must not be part of a batch"))
+			if it.Msg.Kind == jsonrpc.KindRequest {
+				ss.sendError(jsonrpc.NewError(it.Msg.ID, jsonrpc.CodeInvalidRequest,
+					"Invalid request: initialize must not be part of a batch"))
+			}
 			continue
 		}
 		ss.handleItem(it)
@@ -60,6 +62,11 @@ func (ss *Session) handleFrame(frame []byte) {
 
 func (ss *Session) handleItem(it jsonrpc.Item) {
 	if it.Err != nil {
+		if it.Err.NoReply {
+			// An invalid notification or response: never answered.
+			ss.log.Debug("ignoring an invalid notification or response", slog.String("reason", it.Err.Message))
+			return
+		}
 		ss.sendError(it.Err)
 		return
 	}
@@ -69,7 +76,7 @@ func (ss *Session) handleItem(it jsonrpc.Item) {
 		// session. The stack goes to the log only.
 		if r := recover(); r != nil {
 			ref := newRef()
-			ss.log.Error("panic while handling a message", slog.String("method", m.Method),
+			ss.log.Error("panic while handling a message", slog.String("method", truncate(m.Method, 64)),
 				slog.String("ref", ref), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
 			if m.Kind == jsonrpc.KindRequest {
 				ss.sendError(internalError(m.ID, ref))

@@ -61,6 +61,12 @@ type Options struct {
 	MaxConcurrency int64
 	// QueueTimeout bounds the FIFO wait for a slot.
 	QueueTimeout time.Duration
+	// MaxPending caps the tools/call requests held at once, running or
+	// waiting for a slot (default 8 × MaxConcurrency). A call beyond it is
+	// refused at once with MCP_CONCURRENCY_LIMIT, before any goroutine or
+	// buffer is spent on it: the wait is bounded in time by QueueTimeout
+	// and in size by this.
+	MaxPending int
 	// CallTimeout is the execution deadline of one tool call, counted
 	// from when it gets a slot.
 	CallTimeout time.Duration
@@ -97,6 +103,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if opts.MaxConcurrency <= 0 {
 		opts.MaxConcurrency = DefaultMaxConcurrency
+	}
+	if opts.MaxPending <= 0 {
+		opts.MaxPending = 8 * int(opts.MaxConcurrency)
 	}
 	if opts.QueueTimeout <= 0 {
 		opts.QueueTimeout = DefaultQueueTimeout

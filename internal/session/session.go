@@ -103,13 +103,21 @@ func (ss *Session) Drain() {
 
 // Run serves the connection until its input ends, [Session.Drain] is
 // called, its output fails or ctx ends, and returns once every task and the
-// read loop have finished and accepted responses are flushed. End of input
-// and Drain are graceful and return nil. Cancelling ctx is the hard stop:
-// in-flight calls are cancelled at once and Run returns ctx's cause. An
-// output failure cancels every call and returns an error wrapping
-// ErrOutputFailed.
+// read loop have finished and accepted responses are flushed.
+//
+// End of input and Drain are graceful: reading stops, in-flight calls get
+// the drain grace to finish and are then cancelled (each answered with
+// -32603), and the remaining responses get one more grace period to be
+// flushed; a peer that stops reading cannot hold the drain open past that.
+// A graceful drain returns nil, unless input failed with an error other
+// than EOF or responses could not be flushed. Cancelling ctx is the hard
+// stop: in-flight calls and pending writes are abandoned at once and Run
+// returns ctx's cause. An output failure cancels every call and returns an
+// error wrapping ErrOutputFailed.
 func (ss *Session) Run(ctx context.Context) error {
-	ss.writeCtx = ctx
+	writeCtx, cancelWrites := context.WithCancelCause(ctx)
+	defer cancelWrites(nil)
+	ss.writeCtx = writeCtx
 	taskCtx, cancelTasks := context.WithCancelCause(ctx)
 	defer cancelTasks(nil)
 	ss.taskCtx = taskCtx
@@ -119,14 +127,14 @@ func (ss *Session) Run(ctx context.Context) error {
 
 	var (
 		result    error
-		readerErr error
 		readerOut bool
 	)
 	select {
-	case readerErr = <-readDone:
+	case err := <-readDone:
 		readerOut = true
-		if readerErr != nil {
-			ss.log.Warn("input failed; draining", slog.String("error", readerErr.Error()))
+		if err != nil {
+			ss.log.Warn("input failed; draining", slog.String("error", err.Error()))
+			result = fmt.Errorf("session: input: %w", err)
 		} else {
 			ss.log.Debug("input ended; draining")
 		}
@@ -148,10 +156,8 @@ func (ss *Session) Run(ctx context.Context) error {
 	switch {
 	case ctx.Err() != nil:
 		cancelTasks(context.Cause(ctx))
-		result = context.Cause(ctx)
 	case isClosed(ss.conn.Failed()):
 		cancelTasks(ErrOutputFailed)
-		result = fmt.Errorf("%w: %w", ErrOutputFailed, ss.conn.Err())
 	default:
 		grace := time.NewTimer(ss.srv.opts.DrainGrace)
 		select {
@@ -161,27 +167,40 @@ func (ss *Session) Run(ctx context.Context) error {
 			cancelTasks(ErrShutdown)
 		case <-ctx.Done():
 			cancelTasks(context.Cause(ctx))
-			result = context.Cause(ctx)
 		case <-ss.conn.Failed():
 			cancelTasks(ErrOutputFailed)
-			result = fmt.Errorf("%w: %w", ErrOutputFailed, ss.conn.Err())
 		}
 		grace.Stop()
 	}
+
+	// Whatever is still running has been cancelled. What remains is to
+	// let it answer and to flush, bounded once more by the grace: a peer
+	// that no longer reads its output must not hold the process. When
+	// the bound ends, pending writes are abandoned.
+	flushCtx, cancelFlush := context.WithTimeoutCause(ctx, ss.srv.opts.DrainGrace, errFlushTimeout)
+	defer cancelFlush()
+	stopAbandon := context.AfterFunc(flushCtx, func() { cancelWrites(context.Cause(flushCtx)) })
+	defer stopAbandon()
 	<-tasksDone
 	if !readerOut {
 		<-readDone
 	}
 	ss.workers.stop()
-	if err := ss.conn.Shutdown(ctx); err != nil && result == nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			result = err
-		} else {
-			result = fmt.Errorf("%w: %w", ErrOutputFailed, err)
-		}
+	shutErr := ss.conn.Shutdown(flushCtx)
+
+	switch {
+	case ctx.Err() != nil:
+		return context.Cause(ctx)
+	case isClosed(ss.conn.Failed()):
+		return fmt.Errorf("%w: %w", ErrOutputFailed, ss.conn.Err())
+	case shutErr != nil || context.Cause(flushCtx) == errFlushTimeout:
+		return fmt.Errorf("%w: responses could not be flushed within %s", ErrOutputFailed, ss.srv.opts.DrainGrace)
 	}
 	return result
 }
+
+// errFlushTimeout ends the final flush of a drain.
+var errFlushTimeout = errors.New("session: flush timed out")
 
 func isClosed(c <-chan struct{}) bool {
 	select {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -243,4 +244,71 @@ func TestCoreDependencies(t *testing.T) {
 			}
 		}
 	}
+}
+
+// stuckWriter is an output whose reader never reads: the first Write
+// signals started and then blocks until the writer is released.
+type stuckWriter struct {
+	started chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (w *stuckWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.started) })
+	<-w.release
+	return 0, io.ErrClosedPipe
+}
+
+// TestDrainEndsWhenOutputIsBlocked: a peer that stops reading its output
+// cannot hold a graceful drain open; Run returns after the grace periods,
+// reporting that responses could not be flushed.
+func TestDrainEndsWhenOutputIsBlocked(t *testing.T) {
+	srv, err := session.NewServer(session.Options{Tools: newTools(t, nil), Info: mcp.Implementation{Name: "t", Version: "1"}, DrainGrace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	out := &stuckWriter{started: make(chan struct{}), release: make(chan struct{})}
+	defer close(out.release)
+	sess := srv.NewSession(wire.NewConn(inR, out, 1<<20))
+	done := make(chan error, 1)
+	go func() { done <- sess.Run(context.Background()) }()
+	if _, err := io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"ping"}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-out.started // the response is stuck in the output
+	sess.Drain()
+	select {
+	case err := <-done:
+		if !errors.Is(err, session.ErrOutputFailed) {
+			t.Fatalf("Run = %v, want an output failure (responses not flushed)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after a drain with blocked output")
+	}
+	inW.Close()
+}
+
+// TestPendingCallsAreCapped: with one slot and room for two pending calls,
+// a third call is refused at once, in-band, without waiting for a slot.
+func TestPendingCallsAreCapped(t *testing.T) {
+	started := make(chan struct{}, 4)
+	h := newHarness(t, context.Background(), session.Options{
+		Tools: newTools(t, started), MaxConcurrency: 1, MaxPending: 2, QueueTimeout: time.Hour,
+	})
+	h.init()
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"block","arguments":{"wait":true}}}`)
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"block","arguments":{"wait":true}}}`)
+	h.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"block","arguments":{"wait":true}}}`)
+	m := h.recv()
+	r, ok := m["result"].(map[string]any)
+	if m["id"] != float64(3) || !ok || r["isError"] != true {
+		t.Fatalf("got %v, want an in-band refusal of call 3", m)
+	}
+	if text := r["content"].([]any)[0].(map[string]any)["text"].(string); !strings.Contains(text, "MCP_CONCURRENCY_LIMIT") {
+		t.Fatalf("problem = %s", text)
+	}
+	h.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+	h.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`)
 }

@@ -50,6 +50,9 @@ type Conn struct {
 	closeIn  sync.Once
 }
 
+// maxKeptLine is the largest line buffer the writer keeps between messages.
+const maxKeptLine = 1 << 20
+
 // queueLen bounds the messages waiting for the writer. Writers block beyond
 // it, so a peer that stops reading cannot make the server buffer without
 // bound.
@@ -156,6 +159,9 @@ func (c *Conn) writeLoop() {
 	for msg := range c.queue {
 		if c.isFailed() {
 			continue // drain so blocked senders return
+		}
+		if cap(line) > maxKeptLine {
+			line = nil // one huge message must not pin its buffer for the session
 		}
 		line = AppendASCII(line[:0], msg)
 		line = append(line, '\n')
