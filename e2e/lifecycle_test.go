@@ -94,14 +94,7 @@ func TestEOFDrainCompletesInFlightCall(t *testing.T) {
 	p.initialize("2025-11-25")
 	p.call(1, "sleep", map[string]any{"ms": 300})
 	p.closeStdin()
-	m := p.recv()
-	if m["id"] != float64(1) || result(t, m)["isError"] != false {
-		t.Fatalf("in-flight call not completed: %v", m)
-	}
-	p.expectEOF()
-	if c := p.wait(); c != 0 {
-		t.Fatalf("exit %d", c)
-	}
+	p.expectCompletedThenClean(1)
 }
 
 func TestSignalDrain(t *testing.T) {
@@ -112,19 +105,9 @@ func TestSignalDrain(t *testing.T) {
 			p := testserver(t)
 			p.initialize("2025-11-25")
 			p.call(1, "sleep", map[string]any{"ms": 300})
-			p.send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
-			if m := p.recv(); m["id"] != float64(2) {
-				t.Fatalf("got %v", m) // the call is in flight now
-			}
+			p.syncPing() // the call is in flight now
 			p.signal(sig)
-			m := p.recv()
-			if m["id"] != float64(1) || result(t, m)["isError"] != false {
-				t.Fatalf("in-flight call not completed: %v", m)
-			}
-			p.expectEOF()
-			if c := p.wait(); c != 0 {
-				t.Fatalf("exit %d", c)
-			}
+			p.expectCompletedThenClean(1)
 			mustContain(t, p.stderr.String(), "draining") // stderr is complete once the process has exited
 		})
 	}
@@ -135,22 +118,9 @@ func TestSignalDrainRealBinary(t *testing.T) {
 	p := serve(t)
 	p.initialize("2025-11-25")
 	p.call(1, "system_metrics", map[string]any{}) // samples CPU for 500 ms
-	// The ping is answered inline after the call was read, so the call is
-	// in flight when the signal arrives (its response cannot be first:
-	// it takes 500 ms).
-	p.send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
-	if m := p.recv(); m["id"] != float64(2) {
-		t.Fatalf("got %v", m)
-	}
+	p.syncPing()                                  // the call is in flight: its answer takes 500 ms
 	p.signal(syscall.SIGTERM)
-	m := p.recv()
-	if m["id"] != float64(1) || result(t, m)["isError"] != false {
-		t.Fatalf("in-flight call not completed: %v", m)
-	}
-	p.expectEOF()
-	if c := p.wait(); c != 0 {
-		t.Fatalf("exit %d", c)
-	}
+	p.expectCompletedThenClean(1)
 }
 
 func TestDrainGraceExpiryCancels(t *testing.T) {
@@ -158,8 +128,7 @@ func TestDrainGraceExpiryCancels(t *testing.T) {
 	p := testserver(t, "MCP_DRAIN_GRACE_MS=100")
 	p.initialize("2025-11-25")
 	p.call(1, "sleep", map[string]any{"ms": 600000})
-	p.send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
-	p.recv()
+	p.syncPing()
 	p.closeStdin()
 	m := p.recv()
 	if m["id"] != float64(1) || errCode(t, m) != -32603 {
@@ -177,8 +146,7 @@ func TestSecondSignalForcesStop(t *testing.T) {
 	p := testserver(t, "MCP_DRAIN_GRACE_MS=600000")
 	p.initialize("2025-11-25")
 	p.call(1, "sleep", map[string]any{"ms": 600000})
-	p.send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
-	p.recv()
+	p.syncPing()
 	p.signal(syscall.SIGTERM)
 	// Wait until the drain has begun before the second signal.
 	waitFor(t, func() bool { return strings.Contains(p.stderr.String(), "draining") })
@@ -187,6 +155,31 @@ func TestSecondSignalForcesStop(t *testing.T) {
 		t.Fatalf("exit %d, want 1", c)
 	}
 	mustContain(t, p.stderr.String(), "second signal")
+}
+
+// syncPing sends a ping and waits for its answer. Requests are read in
+// order and pings are answered inline, so every call sent before it has
+// been read and is in flight (or done) when syncPing returns.
+func (p *proc) syncPing() {
+	p.t.Helper()
+	p.send(`{"jsonrpc":"2.0","id":"sync","method":"ping"}`)
+	if m := p.recv(); m["id"] != "sync" {
+		p.t.Fatalf("got %v, want the answer to the sync ping", m)
+	}
+}
+
+// expectCompletedThenClean checks that call id was answered with a
+// successful result, then that stdout closes and the process exits 0.
+func (p *proc) expectCompletedThenClean(id int) {
+	p.t.Helper()
+	m := p.recv()
+	if m["id"] != float64(id) || result(p.t, m)["isError"] != false {
+		p.t.Fatalf("in-flight call not completed: %v", m)
+	}
+	p.expectEOF()
+	if c := p.wait(); c != 0 {
+		p.t.Fatalf("exit %d", c)
+	}
 }
 
 // waitFor polls cond until it holds, failing after waitLimit.
