@@ -185,7 +185,16 @@ mutate limit-rewrite "the outer LIMIT is not rewritten" \
 	'' \
 	internal/tools/sqlquery/policy.go \
 	'if v, ok := constInt\(sel\.GetLimitCount\(\)\); !ok \|\| v != prep\.fetchLimit\(\) \|\|\n\t\tsel\.GetLimitOption\(\) != pg\.LimitOption_LIMIT_OPTION_COUNT \{' \
-	'if false {' \
+	'if _ = sel; false {' \
+	-- "$sqlpkg"
+
+# The second validation accepts whatever the regenerated SQL parses to, as
+# long as the policy allows it: a deparser that rewrote the checked tree
+# into another allowed query would go unnoticed.
+mutate deparse-compare "the regenerated tree is not compared with the checked one" \
+	internal/tools/sqlquery/policy.go \
+	'if enc, err := encode\(tree\); err != nil \|\| !sameEncoding\(tree\.ProtoReflect\(\)\.Descriptor\(\), enc, checked\) \{' \
+	'if _, _ = tree, checked; false {' \
 	-- "$sqlpkg"
 
 # (d) The read-only transaction, in its two layers and both at once. Each

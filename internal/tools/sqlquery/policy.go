@@ -200,13 +200,18 @@ func (p *Policy) Prepare(query string, maxRows int64) (*Prepared, error) {
 		return nil, prob
 	}
 	// sel is part of tree, so tree now carries the rewritten LIMIT.
-	out, err := pg.Deparse(tree)
+	checked, err := encode(tree)
+	if err != nil {
+		return nil, violation("query could not be regenerated from its parse tree").
+			WithCause(fmt.Errorf("sqlquery: encode: %w", err))
+	}
+	out, err := pgparser.DeparseFromProtobuf(checked)
 	if err != nil {
 		return nil, violation("query could not be regenerated from its parse tree").
 			WithCause(fmt.Errorf("sqlquery: deparse: %w", err))
 	}
 	prep.SQL = out
-	if prob := p.recheck(prep, sel); prob != nil {
+	if prob := p.recheck(prep, checked); prob != nil {
 		return nil, prob
 	}
 	return prep, nil
@@ -321,11 +326,12 @@ func (p *Policy) parseOne(query string) (*pg.ParseResult, *pg.SelectStmt, *probl
 }
 
 // recheck parses the SQL about to run, checks it like the caller's query,
-// and requires that it is the tree that was checked (locations aside),
-// carries the intended LIMIT and no comment. It guards against a deparser
-// that writes something other than what it was given.
-func (p *Policy) recheck(prep *Prepared, checked *pg.SelectStmt) *problem.Problem {
-	_, sel, prob := p.parseOne(prep.SQL)
+// and requires that it is the tree that was checked (locations aside;
+// checked is that tree as encode wrote it), carries the intended LIMIT and
+// no comment. It guards against a deparser that writes something other
+// than what it was given.
+func (p *Policy) recheck(prep *Prepared, checked []byte) *problem.Problem {
+	tree, sel, prob := p.parseOne(prep.SQL)
 	if prob != nil {
 		if prob.Code == problem.Validation {
 			// The regenerated text is ours: failing to parse it is a
@@ -339,7 +345,7 @@ func (p *Policy) recheck(prep *Prepared, checked *pg.SelectStmt) *problem.Proble
 		return violation(notFaithful).
 			WithCause(errors.New("sqlquery: regenerated query lost its LIMIT"))
 	}
-	if !sameTree(sel.ProtoReflect(), checked.ProtoReflect()) {
+	if enc, err := encode(tree); err != nil || !sameEncoding(tree.ProtoReflect().Descriptor(), enc, checked) {
 		return violation(notFaithful).
 			WithCause(errors.New("sqlquery: regenerated query parses to a different tree"))
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	pg "github.com/pganalyze/pg_query_go/v6"
+
 	"github.com/mcp-bastion/bastion/internal/problem"
 )
 
@@ -371,9 +373,13 @@ func TestPrepareConcurrent(t *testing.T) {
 // (max_rows 10, probe): each must be refused.
 func TestRecheck(t *testing.T) {
 	p := newTestPolicy(t)
-	_, checked, prob := p.parseOne("SELECT 1 LIMIT 11")
+	tree, _, prob := p.parseOne("SELECT 1 LIMIT 11")
 	if prob != nil {
 		t.Fatal(prob)
+	}
+	checked, err := encode(tree)
+	if err != nil {
+		t.Fatal(err)
 	}
 	tests := []struct {
 		name, sql, detail string
@@ -404,6 +410,60 @@ func TestRecheck(t *testing.T) {
 	if prob := p.recheck(&Prepared{SQL: "SELECT '--', '/*' LIMIT 11", Limit: 10, Probe: true}, checked); prob == nil ||
 		prob.Detail != notFaithful {
 		t.Errorf("recheck of a different tree with comment markers in strings = %v, want %q", prob, notFaithful)
+	}
+}
+
+// TestSameEncoding compares the encodings of two parses: trees that differ
+// only in byte offsets are the same, any other difference is not, and an
+// encoding that is cut short or corrupted is never the same as anything.
+func TestSameEncoding(t *testing.T) {
+	enc := func(t *testing.T, sql string) []byte {
+		t.Helper()
+		tree, err := pg.Parse(sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := encode(tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	md := (&pg.ParseResult{}).ProtoReflect().Descriptor()
+	tests := []struct {
+		a, b string
+		same bool
+	}{
+		{"SELECT a FROM t WHERE b = 1", "SELECT a FROM t WHERE b = 1", true},
+		{"SELECT a FROM t WHERE b = 1", "  SELECT   a\nFROM t   WHERE b=1  ", true},
+		{"SELECT a FROM t WHERE b = 1", "SELECT a FROM t WHERE b = 2", false},
+		{"SELECT a FROM t WHERE b = 1", "SELECT a FROM t WHERE c = 1", false},
+		{"SELECT a FROM t WHERE b = 1", "SELECT a FROM t WHERE b = 1 AND true", false},
+		{"SELECT a FROM t", "SELECT a, a FROM t", false},
+		{"SELECT a FROM t", "SELECT a FROM t LIMIT 1", false},
+		{"SELECT 'x'", "SELECT 'y'", false},
+		{"SELECT 'x'", "SELECT 'x'::text", false},
+		{"SELECT 1", "SELECT 1.0", false},
+	}
+	for _, tt := range tests {
+		a, b := enc(t, tt.a), enc(t, tt.b)
+		if got := sameEncoding(md, a, b); got != tt.same {
+			t.Errorf("sameEncoding(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.same)
+		}
+		if got := sameEncoding(md, b, a); got != tt.same {
+			t.Errorf("sameEncoding(%q, %q) = %v, want %v", tt.b, tt.a, got, tt.same)
+		}
+	}
+	full := enc(t, "SELECT a FROM t WHERE b = 1")
+	for i := range len(full) {
+		if sameEncoding(md, full[:i], full) || sameEncoding(md, full, full[:i]) {
+			t.Errorf("an encoding cut to %d of %d bytes is the same as the whole", i, len(full))
+		}
+		bad := append([]byte(nil), full...)
+		bad[i] ^= 0xff
+		if sameEncoding(md, bad, full) || sameEncoding(md, full, bad) {
+			t.Errorf("an encoding with byte %d flipped is the same as the original", i)
+		}
 	}
 }
 

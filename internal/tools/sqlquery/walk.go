@@ -1,10 +1,14 @@
 package sqlquery
 
 import (
+	"bytes"
 	"fmt"
+	"reflect"
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/mcp-bastion/bastion/internal/problem"
@@ -19,6 +23,17 @@ import (
 type children struct {
 	fields []protoreflect.FieldDescriptor
 	oneofs []protoreflect.OneofDescriptor
+	// byNumber describes every field for sameEncoding, indexed by field
+	// number (pg_query numbers its fields from 1 without gaps).
+	byNumber []wireShape
+}
+
+// wireShape is what sameEncoding needs to know of one field.
+type wireShape struct {
+	// msg is the type of a message field, nil for any other.
+	msg protoreflect.MessageDescriptor
+	// location marks a byte offset into the query text.
+	location bool
 }
 
 // shapes maps every pg_query message to its children. It is built once
@@ -33,8 +48,15 @@ func buildShapes(out map[protoreflect.MessageDescriptor]*children, msgs protoref
 		c := &children{}
 		fields := md.Fields()
 		for j := range fields.Len() {
-			if fd := fields.Get(j); fd.ContainingOneof() == nil && fd.Message() != nil {
+			fd := fields.Get(j)
+			if fd.ContainingOneof() == nil && fd.Message() != nil {
 				c.fields = append(c.fields, fd)
+			}
+			if n := int(fd.Number()); n < 1<<16 {
+				for len(c.byNumber) <= n {
+					c.byNumber = append(c.byNumber, wireShape{})
+				}
+				c.byNumber[n] = wireShape{msg: fd.Message(), location: isLocation(fd)}
 			}
 		}
 		oneofs := md.Oneofs()
@@ -44,6 +66,15 @@ func buildShapes(out map[protoreflect.MessageDescriptor]*children, msgs protoref
 		out[md] = c
 	}
 	return out
+}
+
+// field describes field number n of the message, or reports false for a
+// number the descriptor does not know.
+func (c *children) field(n protowire.Number) (wireShape, bool) {
+	if n < 1 || int(n) >= len(c.byNumber) {
+		return wireShape{}, false
+	}
+	return c.byNumber[n], true
 }
 
 // walk judges m and, depth first, every message below it: every set
@@ -83,13 +114,42 @@ func (p *Policy) walk(m protoreflect.Message, depth int) *problem.Problem {
 		}
 	}
 	for _, od := range c.oneofs {
-		if fd := m.WhichOneof(od); fd != nil && fd.Message() != nil {
-			if prob := p.walk(m.Get(fd).Message(), depth+1); prob != nil {
+		child, prob := oneofChild(m, od)
+		if prob != nil {
+			return prob
+		}
+		if child != nil {
+			if prob := p.walk(child, depth+1); prob != nil {
 				return prob
 			}
 		}
 	}
 	return nil
+}
+
+// oneofChild returns the message set in the oneof od of m, or nil when
+// none or a scalar is set. A Node, the wrapper around nearly every value
+// in the tree, is read through its Go type: protoreflect finds the set
+// member of Node's 271-way oneof by reflection on every call, which cost
+// a fifth of the walk. Every member of that oneof is a message; one that
+// is not would come from a parser this code was not written for and is
+// refused.
+func oneofChild(m protoreflect.Message, od protoreflect.OneofDescriptor) (protoreflect.Message, *problem.Problem) {
+	if n, ok := m.Interface().(*pg.Node); ok {
+		w := n.GetNode()
+		if w == nil {
+			return nil, nil
+		}
+		inner, ok := reflect.ValueOf(w).Elem().Field(0).Interface().(proto.Message)
+		if !ok {
+			return nil, violation(fmt.Sprintf("syntax element %T is not allowed", w))
+		}
+		return inner.ProtoReflect(), nil
+	}
+	if fd := m.WhichOneof(od); fd != nil && fd.Message() != nil {
+		return m.Get(fd).Message(), nil
+	}
+	return nil, nil
 }
 
 // judge decides one node on its own; walk takes care of its children.
@@ -236,61 +296,74 @@ func nodeName(n *pg.Node) string {
 	return "(empty)"
 }
 
-// sameTree reports whether a and b are the same parse tree, byte offsets
-// into the text aside. Like walk, it is generic over the descriptors.
-func sameTree(a, b protoreflect.Message) bool {
-	if a.Descriptor() != b.Descriptor() {
+// sameEncoding reports whether a and b, written by encode from messages of
+// type md, hold the same parse tree once byte offsets into the text are set
+// aside. It reads the wire format guided by the descriptors: every field is
+// compared, a message field recursively and any other byte for byte, and
+// location fields are skipped on both sides. Both sides come from the same
+// deterministic marshaller, which writes the fields of a message in a fixed
+// order, so equal trees give equal fields in equal order. This costs a
+// fraction of walking both trees with protoreflect, and the encoding of
+// the checked tree is needed for the deparser anyway.
+func sameEncoding(md protoreflect.MessageDescriptor, a, b []byte) bool {
+	c := shapes[md]
+	if c == nil {
 		return false
 	}
-	na, same := 0, true
-	a.Range(func(fd protoreflect.FieldDescriptor, va protoreflect.Value) bool {
-		if isLocation(fd) {
-			return true
+	for {
+		a, b = c.skipLocations(a), c.skipLocations(b)
+		if len(a) == 0 || len(b) == 0 {
+			return len(a) == len(b)
 		}
-		na++
-		if !b.Has(fd) {
-			same = false
+		num, typ, n := protowire.ConsumeTag(a)
+		if n < 0 || n > len(b) || !bytes.Equal(a[:n], b[:n]) {
 			return false
 		}
-		same = sameValue(fd, va, b.Get(fd))
-		return same
-	})
-	if !same {
-		return false
-	}
-	nb := 0
-	b.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		if !isLocation(fd) {
-			nb++
-		}
-		return true
-	})
-	return na == nb
-}
-
-// sameValue compares one field's values in two trees.
-func sameValue(fd protoreflect.FieldDescriptor, va, vb protoreflect.Value) bool {
-	switch {
-	case fd.IsList():
-		la, lb := va.List(), vb.List()
-		if la.Len() != lb.Len() {
-			return false
-		}
-		for i := range la.Len() {
-			if fd.Message() != nil {
-				if !sameTree(la.Get(i).Message(), lb.Get(i).Message()) {
-					return false
-				}
-			} else if !la.Get(i).Equal(lb.Get(i)) {
+		a, b = a[n:], b[n:]
+		if ws, _ := c.field(num); ws.msg != nil && typ == protowire.BytesType {
+			va, na := protowire.ConsumeBytes(a)
+			vb, nb := protowire.ConsumeBytes(b)
+			if na < 0 || nb < 0 || !sameEncoding(ws.msg, va, vb) {
 				return false
 			}
+			a, b = a[na:], b[nb:]
+			continue
 		}
-		return true
-	case fd.Message() != nil:
-		return sameTree(va.Message(), vb.Message())
-	default:
-		return va.Equal(vb)
+		na := protowire.ConsumeFieldValue(num, typ, a)
+		nb := protowire.ConsumeFieldValue(num, typ, b)
+		if na < 0 || na != nb || !bytes.Equal(a[:na], b[:nb]) {
+			return false
+		}
+		a, b = a[na:], b[nb:]
 	}
+}
+
+// skipLocations returns b, an encoded message of c's type, without the
+// location fields it starts with. Malformed input is returned as it is,
+// for the caller to refuse.
+func (c *children) skipLocations(b []byte) []byte {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return b
+		}
+		if ws, _ := c.field(num); !ws.location {
+			return b
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return b
+		}
+		b = b[n+m:]
+	}
+	return b
+}
+
+// encode writes tree in the wire format the deparser reads. Determinism
+// makes two encodings of one tree byte-identical, which sameEncoding
+// relies on.
+func encode(tree *pg.ParseResult) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(tree)
 }
 
 // isLocation reports whether fd holds a byte offset into the query text,
