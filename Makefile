@@ -22,8 +22,9 @@ lint: ## gofmt, go vet, staticcheck
 fuzz: ## run every fuzz target for FUZZTIME (default 60s) each
 	FUZZTIME=$${FUZZTIME:-60s} scripts/fuzz.sh
 
-bench: ## micro-benchmarks and the whole-process load comparison
+bench: ## micro-benchmarks, libpg_query's C floor and the whole-process load comparison
 	go test -run='^$$' -bench=. -benchmem ./internal/...
+	bench/libpgquery/run.sh
 	bench/run-load.sh
 
 demo: ## run bastion serve on the embedded default and show a real exchange
