@@ -104,14 +104,7 @@ func BenchmarkPrepareSteps(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tree2, err := pg.Parse(out)
-	if err != nil {
-		b.Fatal(err)
-	}
-	enc2, err := encode(tree2)
-	if err != nil {
-		b.Fatal(err)
-	}
+	enc2 := mustEncode(b, out)
 	md := tree.ProtoReflect().Descriptor()
 	steps := []struct {
 		name string

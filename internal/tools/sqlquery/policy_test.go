@@ -413,22 +413,24 @@ func TestRecheck(t *testing.T) {
 	}
 }
 
+// mustEncode parses sql and returns the encoding of its tree.
+func mustEncode(tb testing.TB, sql string) []byte {
+	tb.Helper()
+	tree, err := pg.Parse(sql)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err := encode(tree)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
 // TestSameEncoding compares the encodings of two parses: trees that differ
 // only in byte offsets are the same, any other difference is not, and an
 // encoding that is cut short or corrupted is never the same as anything.
 func TestSameEncoding(t *testing.T) {
-	enc := func(t *testing.T, sql string) []byte {
-		t.Helper()
-		tree, err := pg.Parse(sql)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := encode(tree)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
 	md := (&pg.ParseResult{}).ProtoReflect().Descriptor()
 	tests := []struct {
 		a, b string
@@ -446,7 +448,7 @@ func TestSameEncoding(t *testing.T) {
 		{"SELECT 1", "SELECT 1.0", false},
 	}
 	for _, tt := range tests {
-		a, b := enc(t, tt.a), enc(t, tt.b)
+		a, b := mustEncode(t, tt.a), mustEncode(t, tt.b)
 		if got := sameEncoding(md, a, b); got != tt.same {
 			t.Errorf("sameEncoding(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.same)
 		}
@@ -454,7 +456,7 @@ func TestSameEncoding(t *testing.T) {
 			t.Errorf("sameEncoding(%q, %q) = %v, want %v", tt.b, tt.a, got, tt.same)
 		}
 	}
-	full := enc(t, "SELECT a FROM t WHERE b = 1")
+	full := mustEncode(t, "SELECT a FROM t WHERE b = 1")
 	for i := range len(full) {
 		if sameEncoding(md, full[:i], full) || sameEncoding(md, full, full[:i]) {
 			t.Errorf("an encoding cut to %d of %d bytes is the same as the whole", i, len(full))
