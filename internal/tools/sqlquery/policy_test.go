@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/mcp-bastion/bastion/internal/problem"
 )
@@ -410,6 +411,33 @@ func TestRecheck(t *testing.T) {
 	if prob := p.recheck(&Prepared{SQL: "SELECT '--', '/*' LIMIT 11", Limit: 10, Probe: true}, checked); prob == nil ||
 		prob.Detail != notFaithful {
 		t.Errorf("recheck of a different tree with comment markers in strings = %v, want %q", prob, notFaithful)
+	}
+}
+
+// TestOneofChildEveryNodeMember checks the walk's shortcut through Node's
+// Go type against protoreflect for every member of Node's oneof: a member
+// the shortcut misread would be a subtree the walk never judges.
+func TestOneofChildEveryNodeMember(t *testing.T) {
+	md := (&pg.Node{}).ProtoReflect().Descriptor()
+	od := md.Oneofs().ByName("node")
+	if od == nil || md.Oneofs().Len() != 1 {
+		t.Fatalf("Node has oneofs %v, want exactly \"node\"", md.Oneofs())
+	}
+	if ch, prob := oneofChild((&pg.Node{}).ProtoReflect(), od); ch != nil || prob != nil {
+		t.Errorf("oneofChild(empty Node) = %v, %v; want nothing", ch, prob)
+	}
+	for i := range od.Fields().Len() {
+		fd := od.Fields().Get(i)
+		m := (&pg.Node{}).ProtoReflect()
+		inner := m.NewField(fd).Message()
+		m.Set(fd, protoreflect.ValueOfMessage(inner))
+		if got := m.WhichOneof(od); got != fd {
+			t.Fatalf("%s: protoreflect reports %v set", fd.Name(), got)
+		}
+		ch, prob := oneofChild(m, od)
+		if prob != nil || ch == nil || ch.Interface() != inner.Interface() {
+			t.Errorf("oneofChild(Node{%s}) = %v, %v; want the %s set in it", fd.Name(), ch, prob, fd.Message().Name())
+		}
 	}
 }
 
