@@ -159,6 +159,12 @@ func corpus(f *fixture) []corpusCase {
 		{name: "invalid UTF-8 sequence", path: "bad-utf8.txt", want: invalid},
 		{name: "encoded surrogate", path: "surrogate.txt", want: invalid},
 
+		// Text with control characters other than tab, LF and CR.
+		{name: "terminal escape as utf-8", path: "ansi.txt", want: invalid, detail: `control character U+001B at byte 0`},
+		{name: "NUL as utf-8", path: "nul.txt", want: invalid, detail: `control character U+0000 at byte 1`},
+		{name: "terminal escape as base64", path: "ansi.txt", encoding: "base64", content: ansiText},
+		{name: "tab, CR and LF are text", path: "whitespace.txt", content: whitespaceText},
+
 		// Paths refused before any system call.
 		{name: "empty path", path: "", want: invalid},
 		{name: "NUL", path: "hello.txt\x00.png", want: invalid},

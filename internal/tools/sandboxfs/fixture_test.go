@@ -40,8 +40,10 @@ type fixture struct {
 
 // Contents of the files inside the sandbox.
 const (
-	helloText = "hello, sandbox\n"
-	deepText  = "deep inside\n"
+	helloText      = "hello, sandbox\n"
+	deepText       = "deep inside\n"
+	ansiText       = "\x1b[31mred\x1b[0m\n"
+	whitespaceText = "a\tb\r\nc\n"
 )
 
 var binaryBytes = []byte{0x00, 0xff, 0xfe, 0x80, 0x01, 'x'}
@@ -94,6 +96,9 @@ func newFixture(tb testing.TB) *fixture {
 	write("data/binary.bin", string(binaryBytes))
 	write("data/bad-utf8.txt", "abc\xc3\x28")
 	write("data/surrogate.txt", "\xed\xa0\x80")
+	write("data/ansi.txt", ansiText)
+	write("data/whitespace.txt", whitespaceText)
+	write("data/nul.txt", "a\x00b")
 	write("data/exact.bin", strings.Repeat("x", testMaxBytes))
 	write("data/large.bin", strings.Repeat("x", testMaxBytes+1))
 	write("data/four.txt", strings.Repeat("0123456789abcdef", 256))

@@ -53,8 +53,10 @@ import (
 const Name = "sandbox_fs_read"
 
 // MaxBytesCeiling is the largest maxBytes [New] accepts. A whole file is
-// held in memory and, as base64, grows by a third on the wire, so the
-// ceiling keeps one call from claiming an unbounded share of the process.
+// held in memory, and a tool result carries its content twice (structured
+// content and its text copy), escaped for JSON: up to 6 bytes per byte
+// read for text full of quotes or backslashes, 2.7 for base64. The ceiling
+// keeps one call from claiming an unbounded share of the process.
 const MaxBytesCeiling = 64 << 20
 
 // The encodings a caller may ask for.
@@ -241,8 +243,29 @@ func (r *Reader) read(ctx context.Context, in Input) (Output, error) {
 		return Output{}, problem.Newf(problem.Validation, []string{"encoding"},
 			`%s is not valid UTF-8; read it with encoding "base64"`, problem.Quote(name))
 	}
+	if i := controlByte(data); i >= 0 {
+		return Output{}, problem.Newf(problem.Validation, []string{"encoding"},
+			`%s is not plain text (control character U+%04X at byte %d); read it with encoding "base64"`,
+			problem.Quote(name), data[i], i)
+	}
 	out.Content = string(data)
 	return out, nil
+}
+
+// controlByte returns the offset of the first C0 control character in data
+// other than tab, line feed and carriage return, or -1. Text with such
+// bytes is refused: JSON writes each as a six-byte escape, twice in a tool
+// result (the structured content and its text copy), so a file of them
+// would answer with thirteen bytes for every byte read; and escape
+// sequences in "text" are a way to smuggle terminal control into a
+// client's display.
+func controlByte(data []byte) int {
+	for i, c := range data {
+		if c < 0x20 && c != '\t' && c != '\n' && c != '\r' {
+			return i
+		}
+	}
+	return -1
 }
 
 // readBounded reads at most limit+1 bytes: one more than allowed is enough
