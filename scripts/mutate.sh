@@ -224,8 +224,8 @@ mutate read-only-both "neither BEGIN READ ONLY nor a read-only session default" 
 # would make it.
 mutate exec-mode-pin "Query without the pinned exec mode, pool default simple protocol" \
 	internal/tools/sqlquery/executor.go \
-	'conn\.Query\(ctx, prep\.SQL, execMode, pgx\.QueryResultFormatsByOID\(textOIDs\)\)' \
-	'conn.Query(ctx, prep.SQL, pgx.QueryResultFormatsByOID(textOIDs))' \
+	'conn\.Query\(ctx, prep\.SQL, execMode, allText\)' \
+	'conn.Query(ctx, prep.SQL, allText)' \
 	internal/tools/sqlquery/executor.go \
 	'cfg\.ConnConfig\.DefaultQueryExecMode = execMode' \
 	'cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol' \

@@ -141,6 +141,7 @@ func newSQLTool(cfg *config.Config, log *slog.Logger) (*sqlquery.Tool, error) {
 	exec, err := sqlquery.NewExecutor(cfg.SQLDSN.Reveal(), sqlquery.ExecOptions{
 		StatementTimeout: cfg.SQLStatementTimeout,
 		MaxConns:         cfg.SQLPoolMaxSize,
+		MaxResultBytes:   cfg.SQLMaxResultBytes,
 		Logger:           log.With(slog.String("tool", sqlquery.Name)),
 	})
 	if err != nil {

@@ -38,6 +38,7 @@ type Config struct {
 	SQLMaxRows          int64
 	SQLStatementTimeout time.Duration
 	SQLPoolMaxSize      int32
+	SQLMaxResultBytes   int
 	FSMaxBytes          int64
 	LogLevel            slog.Level
 	LogFormat           string // "json" or "text"
@@ -128,6 +129,8 @@ var table = []variable{
 		set: func(c *Config, _ string, n int64) { c.SQLStatementTimeout = ms(n) }},
 	{name: "MCP_SQL_POOL_MAX_SIZE", kind: kindInt, def: "4", min: 1, max: 64, help: "PostgreSQL connection pool size",
 		set: func(c *Config, _ string, n int64) { c.SQLPoolMaxSize = int32(n) }},
+	{name: "MCP_SQL_MAX_RESULT_BYTES", kind: kindInt, def: "1048576", min: 1024, max: 64 << 20, help: "largest read_only_sql result, counted as the database sends the values",
+		set: func(c *Config, _ string, n int64) { c.SQLMaxResultBytes = int(n) }},
 	{name: "MCP_FS_MAX_BYTES", kind: kindInt, def: "1048576", min: 1, max: 64 << 20, help: "largest file sandbox_fs_read returns",
 		set: func(c *Config, _ string, n int64) { c.FSMaxBytes = n }},
 	{name: "MCP_LOG_LEVEL", kind: kindEnum, def: "info", enum: []string{"debug", "info", "warn", "error"}, help: "log level (stderr only)",
@@ -283,6 +286,7 @@ func (c *Config) LogAttrs() []slog.Attr {
 		slog.Int64("sql_max_rows", c.SQLMaxRows),
 		slog.Duration("sql_statement_timeout", c.SQLStatementTimeout),
 		slog.Int("sql_pool_max_size", int(c.SQLPoolMaxSize)),
+		slog.Int("sql_max_result_bytes", c.SQLMaxResultBytes),
 		slog.Int64("fs_max_bytes", c.FSMaxBytes),
 	}
 }

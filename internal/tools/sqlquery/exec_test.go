@@ -9,6 +9,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mcp-bastion/bastion/internal/pgcluster/pgtest"
 	"github.com/mcp-bastion/bastion/internal/problem"
 )
 
@@ -486,5 +487,65 @@ func TestToolCallerErrorsAreInBand(t *testing.T) {
 		default:
 			wantSQLState(t, c.sql, err, c.state, c.code)
 		}
+	}
+}
+
+// TestExecutorBoundsResultBytes: rows past MaxResultBytes are not read and
+// the result says truncated; a first row larger than the bound, or one
+// protocol message larger than the bound and its slack, is refused with
+// MCP_PAYLOAD_TOO_LARGE. Each time the query is stopped and the
+// connection discarded, and the next call works.
+func TestExecutorBoundsResultBytes(t *testing.T) {
+	db := pgtest.NewSampleDB(t)
+	const limit = 64 << 10
+	ex, err := NewExecutor(db.DSN(), ExecOptions{MaxConns: 1, MaxResultBytes: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ex.Close() })
+
+	// 10 KiB rows: six fit in 64 KiB, the seventh does not.
+	rs, err := ex.Run(t.Context(), &Prepared{SQL: "SELECT repeat('x', 10240) FROM generate_series(1, 1000000)", Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs.RowCount != 6 || !rs.Truncated {
+		t.Errorf("10 KiB rows under a 64 KiB bound: %d rows, truncated %v; want 6, true", rs.RowCount, rs.Truncated)
+	}
+
+	for _, sql := range []string{
+		"SELECT repeat('x', 40000), repeat('y', 40000)", // one row over the bound
+		"SELECT repeat('x', 1048576)",                   // one message over bound and slack
+	} {
+		_, err := ex.Run(t.Context(), &Prepared{SQL: sql, Limit: 10})
+		var prob *problem.Problem
+		if !errors.As(err, &prob) || prob.Code != problem.PayloadTooLarge || prob.Metadata["max_result_bytes"] != limit {
+			t.Errorf("%q: %v, want MCP_PAYLOAD_TOO_LARGE with max_result_bytes %d", sql, err, limit)
+		}
+		rs, err := ex.Run(t.Context(), &Prepared{SQL: "SELECT 1", Limit: 10})
+		if err != nil || rs.RowCount != 1 {
+			t.Fatalf("the call after %q: %v, %+v", sql, err, rs)
+		}
+	}
+
+	// Nothing of the stopped queries is still running on the server.
+	su, err := pgx.Connect(t.Context(), db.SuperuserDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer su.Close(t.Context())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := su.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%repeat(%' AND pid <> pg_backend_pid() AND state = 'active'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d stopped queries still active on the server", n)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -33,6 +35,12 @@ type ExecOptions struct {
 	LockTimeout time.Duration
 	// MaxConns is the pool size.
 	MaxConns int32
+	// MaxResultBytes bounds the values of one result, counted as
+	// PostgreSQL sends them (default [DefaultMaxResultBytes]). Rows past
+	// it are not read and the result is marked truncated; a first row
+	// larger than it is refused with MCP_PAYLOAD_TOO_LARGE, and no single
+	// protocol message may exceed it by more than [messageSlack].
+	MaxResultBytes int
 	// Logger receives operational logs; nil discards them. It never
 	// receives the DSN, host or user names, or SQL text.
 	Logger *slog.Logger
@@ -45,6 +53,15 @@ type Executor struct {
 	opts ExecOptions
 	log  *slog.Logger
 }
+
+// DefaultMaxResultBytes is the result size bound unless
+// [ExecOptions.MaxResultBytes] says otherwise.
+const DefaultMaxResultBytes = 1 << 20
+
+// messageSlack is what a protocol message may carry beyond
+// MaxResultBytes: a data row's framing, or a row description of up to
+// 1,664 columns with long names.
+const messageSlack = 256 << 10
 
 // errDatabase is what callers see of any connection or server failure: the
 // detail may name hosts, users or the DSN, so it stays out of the error.
@@ -62,6 +79,9 @@ func NewExecutor(dsn string, opts ExecOptions) (*Executor, error) {
 	opts.LockTimeout = min(opts.LockTimeout, opts.StatementTimeout)
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = 4
+	}
+	if opts.MaxResultBytes <= 0 {
+		opts.MaxResultBytes = DefaultMaxResultBytes
 	}
 	log := opts.Logger
 	if log == nil {
@@ -96,6 +116,9 @@ func NewExecutor(dsn string, opts ExecOptions) (*Executor, error) {
 		if ro != "on" {
 			return errors.New("sqlquery: connection did not start read-only")
 		}
+		// pgx reads a whole data row into memory before the result
+		// loop can count it; this bounds that row.
+		c.PgConn().Frontend().SetMaxBodyLen(opts.MaxResultBytes + messageSlack)
 		return nil
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
@@ -129,10 +152,12 @@ type Column struct {
 
 // ResultSet is a query result mapped to JSON values.
 type ResultSet struct {
-	Columns   []Column `json:"columns"`
-	Rows      [][]any  `json:"rows"`
-	RowCount  int      `json:"row_count"`
-	Truncated bool     `json:"truncated"`
+	Columns  []Column `json:"columns"`
+	Rows     [][]any  `json:"rows"`
+	RowCount int      `json:"row_count"`
+	// Truncated reports that rows were cut: by the row clamp (see
+	// [Prepared.Truncated]) or by [ExecOptions.MaxResultBytes].
+	Truncated bool `json:"truncated"`
 }
 
 // Run executes prep in a new read-only transaction that is always rolled
@@ -166,7 +191,9 @@ func (e *Executor) Run(ctx context.Context, prep *Prepared) (*ResultSet, error) 
 	rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	pc := conn.Conn().PgConn()
-	if pc.TxStatus() != 'I' {
+	// A closed connection has no transaction left: PostgreSQL rolled it
+	// back when the connection went away.
+	if !pc.IsClosed() && pc.TxStatus() != 'I' {
 		if _, err := pc.Exec(rbCtx, "ROLLBACK").ReadAll(); err != nil {
 			e.logFailure("rollback", err)
 			return nil, firstErr(runErr, errDatabase)
@@ -222,28 +249,37 @@ func cleanError(err error) bool {
 
 func (e *Executor) run(ctx context.Context, conn *pgx.Conn, prep *Prepared) (*ResultSet, error) {
 	pc := conn.PgConn()
-	// BEGIN and the transaction-local limits are fixed, trusted text.
+	// BEGIN and the transaction-local settings are fixed, trusted text.
+	// The last four fix the text forms the value mapping reads.
 	begin := fmt.Sprintf("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "+
 		"SET LOCAL statement_timeout = %d; SET LOCAL lock_timeout = %d; "+
 		"SET LOCAL idle_in_transaction_session_timeout = %d; "+
-		"SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, YMD'; SET LOCAL IntervalStyle = 'iso_8601'",
+		"SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, YMD'; SET LOCAL IntervalStyle = 'iso_8601'; "+
+		"SET LOCAL extra_float_digits = 1; SET LOCAL bytea_output = 'hex'",
 		e.opts.StatementTimeout.Milliseconds(), e.opts.LockTimeout.Milliseconds(),
 		(e.opts.StatementTimeout + 5*time.Second).Milliseconds())
 	if _, err := pc.Exec(ctx, begin).ReadAll(); err != nil {
 		return nil, e.classify(ctx, "begin", err)
 	}
-	rows, err := conn.Query(ctx, prep.SQL, execMode, pgx.QueryResultFormatsByOID(textOIDs))
+	rows, err := conn.Query(ctx, prep.SQL, execMode, allText)
 	if err != nil {
 		return nil, e.classify(ctx, "query", err)
 	}
 	defer rows.Close()
-	fds := rows.FieldDescriptions()
+	// pgx reuses the descriptions for the next query on the connection,
+	// and the type lookup below is one.
+	fds := slices.Clone(rows.FieldDescriptions())
 	rs := &ResultSet{Columns: make([]Column, len(fds)), Rows: [][]any{}}
 	tm := conn.TypeMap()
 	for i, fd := range fds {
 		rs.Columns[i] = Column{Name: fd.Name, Type: typeName(tm, fd.DataTypeOID)}
 	}
+	// The rows are kept as PostgreSQL sent them and mapped once the
+	// result is complete: an array of one of the database's own types
+	// can only be mapped after a catalog lookup on this connection.
+	var raws [][][]byte
 	var seen int64
+	size, cut := 0, false
 	for rows.Next() {
 		seen++
 		if seen > prep.Limit {
@@ -251,23 +287,131 @@ func (e *Executor) run(ctx context.Context, conn *pgx.Conn, prep *Prepared) (*Re
 			break
 		}
 		raw := rows.RawValues()
+		for _, v := range raw {
+			size += len(v)
+		}
+		if size > e.opts.MaxResultBytes {
+			// Closing rows would read and discard every row left;
+			// stop the query instead. PostgreSQL rolls back the
+			// transaction of a connection that goes away, and Run
+			// discards it.
+			abandon(ctx, pc)
+			if len(raws) == 0 {
+				return nil, tooLarge(e.opts.MaxResultBytes)
+			}
+			cut = true
+			break
+		}
+		raws = append(raws, copyRow(raw))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil && !cut {
+		return nil, e.classify(ctx, "query", err)
+	}
+	var at arrayTypes
+	if !cut && len(raws) > 0 {
+		at = e.lookupArrays(ctx, conn, fds)
+	}
+	for _, raw := range raws {
 		row := make([]any, len(raw))
 		for i := range raw {
-			jv, err := columnJSON(tm, fds[i], raw[i])
+			jv, err := columnJSON(tm, at, fds[i].DataTypeOID, raw[i])
 			if err != nil {
-				return nil, fmt.Errorf("sqlquery: column %d: %w", i+1, err)
+				return nil, fmt.Errorf("sqlquery: column %d (%s): %w", i+1, rs.Columns[i].Type, err)
 			}
 			row[i] = jv
 		}
 		rs.Rows = append(rs.Rows, row)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, e.classify(ctx, "query", err)
-	}
 	rs.RowCount = len(rs.Rows)
-	rs.Truncated = prep.Truncated(seen)
+	rs.Truncated = cut || prep.Truncated(seen)
 	return rs, nil
+}
+
+// allText fetches every column in PostgreSQL's text format (a type
+// missing from the map gets format 0, text): it is the exact value of
+// every type, and the value mapping reads it.
+var allText = pgx.QueryResultFormatsByOID{}
+
+// copyRow copies the values of a row out of pgx's read buffer, which the
+// next row overwrites, into one allocation.
+func copyRow(raw [][]byte) [][]byte {
+	n := 0
+	for _, v := range raw {
+		n += len(v)
+	}
+	buf := make([]byte, 0, n)
+	row := make([][]byte, len(raw))
+	for i, v := range raw {
+		if v == nil {
+			continue // NULL stays nil
+		}
+		buf = append(buf, v...)
+		row[i] = buf[len(buf)-len(v) : len(buf) : len(buf)]
+	}
+	return row
+}
+
+// arrayLookup finds which of the given types are arrays, with their
+// element type (a domain resolved to its base type) and delimiter. It is
+// fixed, trusted SQL with the OIDs bound as a parameter, and names every
+// operator and type by schema, as pg_dump does, so that nothing the
+// database defines on its search_path can stand in for them.
+const arrayLookup = `SELECT a.oid::pg_catalog.int8,
+  CASE WHEN e.typtype OPERATOR(pg_catalog.=) 'd' THEN e.typbasetype ELSE e.oid END::pg_catalog.int8,
+  e.typdelim::pg_catalog.text
+FROM pg_catalog.pg_type a JOIN pg_catalog.pg_type e ON e.oid OPERATOR(pg_catalog.=) a.typelem
+WHERE a.oid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.oid[]) AND a.typcategory OPERATOR(pg_catalog.=) 'A'`
+
+// lookupArrays asks the catalog, in the query's own transaction, about
+// the column types the mapping does not know: arrays of the database's
+// enums, domains and composites. It runs only when such a column exists.
+// A failure is logged and leaves those columns as text.
+func (e *Executor) lookupArrays(ctx context.Context, conn *pgx.Conn, fds []pgconn.FieldDescription) arrayTypes {
+	var oids []uint32
+	for _, fd := range fds {
+		if !known(conn.TypeMap(), fd.DataTypeOID) {
+			oids = append(oids, fd.DataTypeOID)
+		}
+	}
+	if len(oids) == 0 {
+		return nil
+	}
+	rows, err := conn.Query(ctx, arrayLookup, execMode, oids)
+	if err != nil {
+		e.logFailure("type lookup", err)
+		return nil
+	}
+	at := arrayTypes{}
+	for rows.Next() {
+		var oid, elem int64
+		var delim string
+		if err := rows.Scan(&oid, &elem, &delim); err != nil || len(delim) != 1 {
+			continue
+		}
+		at[uint32(oid)] = arrayInfo{elem: uint32(elem), delim: delim[0]}
+	}
+	if err := rows.Err(); err != nil {
+		e.logFailure("type lookup", err)
+		return nil
+	}
+	return at
+}
+
+// abandon stops the running query on the server and closes the
+// connection without reading the rest of its result.
+func abandon(ctx context.Context, pc *pgconn.PgConn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_ = pc.CancelRequest(ctx) // best effort: closing ends the query too, once it next sends
+	_ = pc.Close(ctx)
+}
+
+// tooLarge refuses a result whose first row alone exceeds limit bytes.
+func tooLarge(limit int) *problem.Problem {
+	return problem.Newf(problem.PayloadTooLarge, []string{"query"},
+		"a row is larger than the result limit of %d bytes; select fewer or narrower columns", limit).
+		WithMetadata("max_result_bytes", limit)
 }
 
 // classify maps a failure to what the caller may see. SQL errors caused by
@@ -277,6 +421,11 @@ func (e *Executor) classify(ctx context.Context, step string, err error) error {
 	if ctx.Err() != nil {
 		// Deadline or cancellation: the session reports it.
 		return fmt.Errorf("sqlquery: %s: %w", step, context.Cause(ctx))
+	}
+	var tooBig *pgproto3.ExceededMaxBodyLenErr
+	if errors.As(err, &tooBig) {
+		// The connection is unusable after this and is discarded.
+		return tooLarge(e.opts.MaxResultBytes).WithCause(err)
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {

@@ -47,7 +47,7 @@ func NewTool(policy *Policy, exec *Executor, maxRows int64) (*Tool, error) {
 		Title: "Read-only SQL",
 		Description: fmt.Sprintf("Run one read-only PostgreSQL query (a SELECT, set operation, VALUES or TABLE) and return its rows. "+
 			"Writes, DDL, utility statements, locking clauses and functions with side effects are refused. "+
-			"At most max_rows rows are returned (default and ceiling %d); truncated tells whether rows were cut. "+
+			"At most max_rows rows are returned (default and ceiling %d); truncated tells whether rows were cut, by that clamp or by the result size limit. "+
 			"Bind parameters are not supported: write literals.", maxRows),
 		InputSchema: jsontext.Value(fmt.Sprintf(`{"type":"object","properties":{`+
 			`"query":{"type":"string","minLength":1,"maxLength":%d,"description":"One SQL query"},`+

@@ -1,115 +1,156 @@
 package sqlquery
 
 import (
-	"database/sql/driver"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"math"
-	"net/netip"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// The PostgreSQL → JSON mapping. Nothing may lose precision on the way:
+// The PostgreSQL → JSON mapping. Every column is fetched in PostgreSQL's
+// text format, which is the exact value for every type, and mapped from
+// that text, so nothing loses precision on the way:
 //
 //	bool                         → true/false
-//	int2, int4                   → number
+//	int2, int4, oid              → number
 //	int8                         → number when |v| ≤ 2^53−1, else a string of the exact digits
-//	float4, float8               → number (shortest form at the type's own precision);
+//	float4, float8               → number, as PostgreSQL prints it (shortest exact form);
 //	                               NaN, Infinity, -Infinity → those strings
 //	numeric                      → string of the exact decimal text (also NaN, Infinity)
 //	json, jsonb                  → the JSON value itself, when it is strict JSON (no
 //	                               duplicate names); else its text as a string
-//	text, varchar, char, name,
-//	enums and other text types   → string
 //	bytea                        → base64 string (standard alphabet, padded)
-//	uuid                         → canonical 8-4-4-4-12 string
-//	timestamptz                  → RFC 3339 string in UTC with microseconds as stored
-//	                               ("2024-05-01T12:00:00.123456Z"); infinity → "infinity"
-//	timestamp                    → "2024-05-01T12:00:00.123456" (no zone)
-//	date, time, timetz           → ISO 8601 text ("2024-05-01", "12:00:00")
-//	interval                     → ISO 8601 duration ("P1DT2H3M4S")
-//	inet, cidr, macaddr, money,
-//	and any other type           → PostgreSQL's text output as a string
-//	arrays                       → JSON arrays (nested for several dimensions) of the above
+//	timestamptz                  → RFC 3339 string in UTC with the stored microseconds
+//	                               ("2024-05-01T12:00:00.123456Z"); infinity and BC values
+//	                               keep PostgreSQL's text
+//	timestamp                    → "2024-05-01T12:00:00.123456" (no zone); infinity and BC
+//	                               values keep PostgreSQL's text
+//	arrays                       → JSON arrays (nested for several dimensions) of the
+//	                               element type's mapping, NULL elements → null
 //	NULL                         → null
+//	everything else              → PostgreSQL's text output as a string: text, varchar,
+//	                               char, "char", name, uuid, date, time, timetz, interval
+//	                               (ISO 8601, "P1DT2H"), inet, cidr, macaddr, money, xml,
+//	                               enums, ranges, composites, xid8, extension types
 //
-// Queries run with TimeZone UTC, DateStyle ISO and IntervalStyle iso_8601
-// (transaction-local), so the text forms above are fixed.
+// Text that is not valid UTF-8, which only a SQL_ASCII database can hold,
+// has each invalid byte replaced by U+FFFD: JSON cannot carry it.
+//
+// Queries run with TimeZone UTC, DateStyle ISO, IntervalStyle iso_8601,
+// extra_float_digits 1 and bytea_output hex (transaction-local), so the
+// text forms above are fixed whatever the role or database defaults say.
 
-// textOIDs are the types fetched in PostgreSQL's text format: their text is
-// the exact value, where a binary decode would round it (numeric) or lose
-// its spelling (dates, intervals).
-var textOIDs = map[uint32]int16{
-	pgtype.NumericOID: pgtype.TextFormatCode, pgtype.JSONOID: pgtype.TextFormatCode, pgtype.JSONBOID: pgtype.TextFormatCode,
-	pgtype.DateOID: pgtype.TextFormatCode, pgtype.TimestampOID: pgtype.TextFormatCode, pgtype.TimestamptzOID: pgtype.TextFormatCode,
-	pgtype.TimeOID: pgtype.TextFormatCode, 1266 /* timetz */ : pgtype.TextFormatCode, pgtype.IntervalOID: pgtype.TextFormatCode,
-	pgtype.InetOID: pgtype.TextFormatCode, pgtype.CIDROID: pgtype.TextFormatCode, pgtype.MacaddrOID: pgtype.TextFormatCode,
-	790 /* money */ : pgtype.TextFormatCode, pgtype.XMLOID: pgtype.TextFormatCode,
+// arrayInfo describes an array type for the mapping.
+type arrayInfo struct {
+	elem  uint32 // element type, domains resolved to their base type
+	delim byte   // element delimiter in the text form
 }
 
-const maxSafeInt = 1<<53 - 1
+// arrayTypes is what the mapping knows of array types beyond pgx's type
+// map: built-in arrays pgx does not register, and, per query, arrays of
+// the database's own types (looked up in pg_type, see Executor.run).
+type arrayTypes map[uint32]arrayInfo
 
-// columnJSON maps one column value from its wire bytes.
-func columnJSON(tm *pgtype.Map, fd pgconn.FieldDescription, raw []byte) (any, error) {
+// builtinArrays are PostgreSQL's built-in array types that pgx v5 does not
+// register, with their element types. OIDs of built-in types are fixed.
+var builtinArrays = arrayTypes{
+	1002: {elem: 18, delim: ','},   // "char"[]
+	1270: {elem: 1266, delim: ','}, // timetz[]
+	791:  {elem: 790, delim: ','},  // money[]
+	271:  {elem: 5069, delim: ','}, // xid8[]
+	143:  {elem: 142, delim: ','},  // xml[]
+	1040: {elem: 829, delim: ','},  // macaddr[]
+	775:  {elem: 774, delim: ','},  // macaddr8[]
+	2951: {elem: 2950, delim: ','}, // uuid[]
+}
+
+// boxOID is the one built-in type whose array text separates elements
+// with ';' instead of ','.
+const boxOID = 603
+
+// array returns the element type and delimiter of oid when it is an array
+// type.
+func (at arrayTypes) array(tm *pgtype.Map, oid uint32) (arrayInfo, bool) {
+	if t, ok := tm.TypeForOID(oid); ok {
+		if ac, isArray := t.Codec.(*pgtype.ArrayCodec); isArray {
+			info := arrayInfo{elem: ac.ElementType.OID, delim: ','}
+			if info.elem == boxOID {
+				info.delim = ';'
+			}
+			return info, true
+		}
+		return arrayInfo{}, false
+	}
+	if info, ok := builtinArrays[oid]; ok {
+		return info, true
+	}
+	info, ok := at[oid]
+	return info, ok
+}
+
+// known reports whether the mapping of oid is settled without a catalog
+// lookup: a type pgx or builtinArrays knows.
+func known(tm *pgtype.Map, oid uint32) bool {
+	if _, ok := tm.TypeForOID(oid); ok {
+		return true
+	}
+	_, ok := builtinArrays[oid]
+	return ok
+}
+
+// columnJSON maps one column value from its text form.
+func columnJSON(tm *pgtype.Map, at arrayTypes, oid uint32, raw []byte) (any, error) {
 	if raw == nil {
 		return nil, nil
 	}
-	oid := fd.DataTypeOID
-	if fd.Format == pgtype.TextFormatCode {
-		if s, ok := scalarText(oid, string(raw)); ok {
-			return s, nil
-		}
+	if info, ok := at.array(tm, oid); ok {
+		return arrayJSON(tm, info, raw)
 	}
-	t, ok := tm.TypeForOID(oid)
-	if !ok {
-		// A type pgx does not know (enums, domains, extensions) arrives
-		// in text format: its text is the value.
-		if fd.Format == pgtype.TextFormatCode {
-			return string(raw), nil
-		}
-		return nil, fmt.Errorf("no JSON mapping for type oid %d", oid)
-	}
-	if ac, isArray := t.Codec.(*pgtype.ArrayCodec); isArray {
-		var arr pgtype.Array[any]
-		if err := tm.Scan(oid, fd.Format, raw, &arr); err != nil {
-			return nil, err
-		}
-		return nestArray(arr, ac.ElementType.OID)
-	}
-	v, err := t.Codec.DecodeValue(tm, oid, fd.Format, raw)
-	if err != nil {
-		return nil, err
-	}
-	return goValue(v, oid)
+	return scalarJSON(oid, raw)
 }
 
-// nestArray rebuilds the dimensions pgx flattens: a 2×2 array becomes
-// [[a,b],[c,d]].
-func nestArray(arr pgtype.Array[any], elem uint32) (any, error) {
+// arrayJSON maps an array from its text form. pgx parses the text (quoting,
+// escapes, NULL, dimension decorations); each element is then mapped by
+// its own type, exactly as a column of that type would be.
+func arrayJSON(tm *pgtype.Map, info arrayInfo, raw []byte) (any, error) {
+	if info.delim != ',' {
+		// pgx's parser splits on ',' only: keep the text whole rather
+		// than split it wrongly.
+		return textJSON(raw), nil
+	}
+	var arr pgtype.Array[pgtype.Text]
+	if err := tm.Scan(pgtype.TextArrayOID, pgtype.TextFormatCode, raw, &arr); err != nil {
+		return nil, fmt.Errorf("array: %w", err)
+	}
 	flat := make([]any, len(arr.Elements))
 	for i, e := range arr.Elements {
-		v, err := goValue(e, elem)
+		if !e.Valid {
+			continue
+		}
+		v, err := scalarJSON(info.elem, []byte(e.String))
 		if err != nil {
 			return nil, err
 		}
 		flat[i] = v
 	}
-	if len(arr.Dims) <= 1 {
+	return nest(flat, arr.Dims)
+}
+
+// nest rebuilds the dimensions of an array whose elements arrive flat: a
+// 2×2 array becomes [[a,b],[c,d]].
+func nest(flat []any, dims []pgtype.ArrayDimension) (any, error) {
+	if len(dims) <= 1 {
 		return flat, nil
 	}
-	var build func(dim int, off int) ([]any, int)
+	var build func(dim, off int) ([]any, int)
 	build = func(dim, off int) ([]any, int) {
-		n := int(arr.Dims[dim].Length)
-		out := make([]any, n)
-		for i := range n {
-			if dim == len(arr.Dims)-1 {
+		out := make([]any, dims[dim].Length)
+		for i := range out {
+			if dim == len(dims)-1 {
 				out[i] = flat[off]
 				off++
 				continue
@@ -118,157 +159,109 @@ func nestArray(arr pgtype.Array[any], elem uint32) (any, error) {
 		}
 		return out, off
 	}
+	n := 1
+	for _, d := range dims {
+		n *= int(d.Length)
+	}
+	if n != len(flat) {
+		return nil, errors.New("array: dimensions do not match its elements")
+	}
 	nested, _ := build(0, 0)
 	return nested, nil
 }
 
-// scalarText maps text-format values of the types in textOIDs.
-func scalarText(oid uint32, s string) (any, bool) {
+// scalarJSON maps a value of type oid from its text form.
+func scalarJSON(oid uint32, raw []byte) (any, error) {
+	s := string(raw)
 	switch oid {
+	case pgtype.BoolOID:
+		switch s {
+		case "t":
+			return true, nil
+		case "f":
+			return false, nil
+		}
+	case pgtype.Int2OID, pgtype.Int4OID, pgtype.OIDOID:
+		if isInteger(s) {
+			return jsontext.Value(s), nil
+		}
+	case pgtype.Int8OID:
+		if isInteger(s) {
+			if safeInteger(s) {
+				return jsontext.Value(s), nil
+			}
+			return s, nil
+		}
+	case pgtype.Float4OID, pgtype.Float8OID:
+		switch s {
+		case "NaN", "Infinity", "-Infinity":
+			return s, nil
+		}
+		if v := jsontext.Value(s); v.Kind() == '0' && v.IsValid() {
+			return v, nil
+		}
 	case pgtype.JSONOID, pgtype.JSONBOID:
 		// PostgreSQL's json keeps duplicate names verbatim; such a value
 		// is not embedded as JSON (this server never emits duplicates).
-		if jsontext.Value(s).IsValid() {
-			return jsontext.Value(s), true
+		if v := jsontext.Value(s); v.IsValid() {
+			return v, nil
 		}
-		return s, true
+		return textJSON(raw), nil
+	case pgtype.ByteaOID:
+		if b, err := hex.DecodeString(strings.TrimPrefix(s, `\x`)); err == nil && strings.HasPrefix(s, `\x`) {
+			return base64.StdEncoding.EncodeToString(b), nil
+		}
 	case pgtype.TimestamptzOID:
-		return rfc3339UTC(s), true
+		return rfc3339UTC(textJSON(raw)), nil
 	case pgtype.TimestampOID:
-		return strings.Replace(s, " ", "T", 1), true
-	case pgtype.NumericOID, pgtype.DateOID, pgtype.TimeOID, 1266, pgtype.IntervalOID,
-		pgtype.InetOID, pgtype.CIDROID, pgtype.MacaddrOID, 790, pgtype.XMLOID:
-		return s, true
+		t := textJSON(raw)
+		if date, clock, ok := strings.Cut(t, " "); ok && !strings.Contains(clock, " ") {
+			return date + "T" + clock, nil
+		}
+		return t, nil
+	default:
+		return textJSON(raw), nil
 	}
-	return nil, false
+	// PostgreSQL printed something its own type does not print.
+	return nil, fmt.Errorf("unexpected text for type oid %d", oid)
+}
+
+// textJSON is text as a JSON string can carry it.
+func textJSON(raw []byte) string {
+	return strings.ToValidUTF8(string(raw), "\uFFFD")
 }
 
 // rfc3339UTC turns PostgreSQL's ISO output in UTC ("2024-05-01
 // 12:00:00.5+00") into RFC 3339 ("2024-05-01T12:00:00.5Z"). Values it does
-// not recognise (infinity, BC dates) are returned unchanged.
+// not recognise (infinity, BC values) are returned unchanged.
 func rfc3339UTC(s string) string {
-	if len(s) < 22 || s[10] != ' ' || !strings.HasSuffix(s, "+00") {
+	date, clock, ok := strings.Cut(s, " ")
+	if !ok || strings.Contains(clock, " ") || !strings.HasSuffix(clock, "+00") {
 		return s
 	}
-	return s[:10] + "T" + s[11:len(s)-3] + "Z"
+	return date + "T" + strings.TrimSuffix(clock, "+00") + "Z"
 }
 
-// goValue maps a value decoded by pgx; elem is the PostgreSQL type of v
-// (for arrays, of the array).
-func goValue(v any, oid uint32) (any, error) {
-	switch x := v.(type) {
-	case nil:
-		return nil, nil
-	case bool, string, int16, int32, int8, uint8, uint16, uint32:
-		return x, nil
-	case int64:
-		if x > maxSafeInt || x < -maxSafeInt {
-			return strconv.FormatInt(x, 10), nil
-		}
-		return x, nil
-	case float32:
-		if s, special := floatSpecial(float64(x)); special {
-			return s, nil
-		}
-		return jsontext.Value(strconv.FormatFloat(float64(x), 'g', -1, 32)), nil
-	case float64:
-		if s, special := floatSpecial(x); special {
-			return s, nil
-		}
-		return x, nil
-	case []byte:
-		return base64.StdEncoding.EncodeToString(x), nil
-	case [16]byte:
-		return uuidString(x), nil
-	case time.Time:
-		if oid == pgtype.DateOID || oid == pgtype.DateArrayOID {
-			return x.Format("2006-01-02"), nil
-		}
-		if oid == pgtype.TimestampOID || oid == pgtype.TimestampArrayOID {
-			return x.Format("2006-01-02T15:04:05.999999"), nil
-		}
-		return x.UTC().Format("2006-01-02T15:04:05.999999Z07:00"), nil
-	case netip.Prefix:
-		return x.String(), nil
-	case netip.Addr:
-		return x.String(), nil
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			m, err := goValue(e, elemOID(oid))
-			if err != nil {
-				return nil, err
-			}
-			out[i] = m
-		}
-		return out, nil
-	case map[string]any:
-		// json and jsonb inside arrays: pgx decodes them with
-		// encoding/json. Re-encoded as JSON; numbers beyond 2^53 inside
-		// such arrays are the one documented precision limit.
-		return x, nil
-	case driver.Valuer:
-		// pgtype values such as Numeric, Interval, Date, Timestamp in
-		// arrays: their driver value is the exact text.
-		dv, err := x.Value()
-		if err != nil {
-			return nil, err
-		}
-		switch d := dv.(type) {
-		case nil:
-			return nil, nil
-		case string:
-			return d, nil
-		case time.Time:
-			return goValue(d, elemOID(oid))
-		case int64, float64, bool:
-			return goValue(d, oid)
-		case []byte:
-			return string(d), nil
-		}
-		return fmt.Sprint(dv), nil
-	case fmt.Stringer:
-		return x.String(), nil
+// isInteger reports whether s is an optional '-' and decimal digits,
+// which is how PostgreSQL prints every integer type and a valid JSON
+// number.
+func isInteger(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" || (len(s) > 1 && s[0] == '0') {
+		return false
 	}
-	return nil, fmt.Errorf("sqlquery: no JSON mapping for %T", v)
-}
-
-func floatSpecial(f float64) (string, bool) {
-	switch {
-	case math.IsNaN(f):
-		return "NaN", true
-	case math.IsInf(f, 1):
-		return "Infinity", true
-	case math.IsInf(f, -1):
-		return "-Infinity", true
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
 	}
-	return "", false
+	return true
 }
 
-func uuidString(b [16]byte) string {
-	var buf [36]byte
-	hex.Encode(buf[0:8], b[0:4])
-	buf[8] = '-'
-	hex.Encode(buf[9:13], b[4:6])
-	buf[13] = '-'
-	hex.Encode(buf[14:18], b[6:8])
-	buf[18] = '-'
-	hex.Encode(buf[19:23], b[8:10])
-	buf[23] = '-'
-	hex.Encode(buf[24:], b[10:])
-	return string(buf[:])
-}
-
-// elemOID returns the element type of the array types whose element needs
-// a specific format; other types map to themselves.
-func elemOID(oid uint32) uint32 {
-	switch oid {
-	case pgtype.DateArrayOID:
-		return pgtype.DateOID
-	case pgtype.TimestampArrayOID:
-		return pgtype.TimestampOID
-	case pgtype.TimestamptzArrayOID:
-		return pgtype.TimestamptzOID
-	}
-	return oid
+// safeInteger reports whether the integer s (as isInteger accepts it) is
+// within ±(2^53−1), the range every JSON reader holds exactly.
+func safeInteger(s string) bool {
+	const maxSafe = "9007199254740991"
+	d := strings.TrimPrefix(s, "-")
+	return len(d) < len(maxSafe) || len(d) == len(maxSafe) && d <= maxSafe
 }

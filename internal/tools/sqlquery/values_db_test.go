@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/mcp-bastion/bastion/internal/pgcluster/pgtest"
 )
@@ -48,6 +49,23 @@ func TestValueMapping(t *testing.T) {
 		{`SELECT ARRAY[1,2,3], ARRAY['a','b'], ARRAY[[1,2],[3,4]], ARRAY[1.5::numeric], ARRAY['2024-01-02'::date], ARRAY[9007199254740993::int8]`,
 			`[[[1,2,3],["a","b"],[[1,2],[3,4]],["1.5"],["2024-01-02"],["9007199254740993"]]]`},
 		{`SELECT NULL::int, NULL::text, true, 'é"\'::text`, `[[null,null,true,"é\"\\"]]`},
+		// Arrays map each element exactly as a column of its type.
+		{`SELECT ARRAY['1 day 2 hours'::interval], ARRAY['12:30'::time], ARRAY['0044-03-15 BC'::date], '0044-03-15 BC'::date`,
+			`[[["P1DT2H"],["12:30:00"],["0044-03-15 BC"],"0044-03-15 BC"]]`},
+		{`SELECT ARRAY['12345678901234567890'::jsonb, '1.50'::jsonb], ARRAY['{"a":1,"a":2}'::json], ARRAY['<a/>'::xml]`,
+			`[[[12345678901234567890,1.50],["{\"a\":1,\"a\":2}"],["<a/>"]]]`},
+		{`SELECT ARRAY['10.0.0.1'::inet, '10.0.0.0/8'::inet], '10.0.0.1'::inet, ARRAY['12:30+02'::timetz], ARRAY[1.5::money]`,
+			`[[["10.0.0.1","10.0.0.0/8"],"10.0.0.1",["12:30:00+02"],["$1.50"]]]`},
+		{`SELECT ARRAY[NULL, 'a b', '{x}', 'NULL', '"q"']::text[], '[0:1]={7,8}'::int[], ARRAY[ARRAY[NULL::int8, 9007199254740993]]`,
+			`[[[null,"a b","{x}","NULL","\"q\""],[7,8],[[null,"9007199254740993"]]]]`},
+		// box separates array elements with ';', which pgx's array
+		// parser does not read: the array stays PostgreSQL's text.
+		{`SELECT ARRAY[box '((1,1),(0,0))', box '((3,3),(2,2))']`, `[["{(1,1),(0,0);(3,3),(2,2)}"]]`},
+		// Types pgx has no Go mapping for arrive as PostgreSQL's text.
+		{`SELECT int4range(1,5), '{[1,2]}'::int4multirange, ARRAY[int4range(1,3)], '123'::xid8, relkind FROM pg_class WHERE relname = 'pg_class'`,
+			`[["[1,5)","{[1,3)}",["[1,3)"],"123","r"]]`},
+		{`SELECT ROW(1, 'a b'), ARRAY[ROW(1, 'x')], 'infinity'::timestamp, '10000-01-01 00:00:00+00'::timestamptz, 0.1::float4, '-0'::float8`,
+			`[["(1,\"a b\")",["(1,x)"],"infinity","10000-01-01T00:00:00Z",0.1,-0]]`},
 	}
 	for _, c := range cases {
 		res, err := tl.Call(context.Background(), mustArgs(t, c.sql))
@@ -62,6 +80,69 @@ func TestValueMapping(t *testing.T) {
 		if got := string(raw["rows"]); got != c.want {
 			t.Errorf("%s\n got %s\nwant %s", c.sql, got, c.want)
 		}
+	}
+}
+
+// TestValueMappingDatabaseTypes: arrays of the database's own enums,
+// domains and composites map element by element, after a catalog lookup.
+func TestValueMappingDatabaseTypes(t *testing.T) {
+	db := pgtest.NewSampleDB(t)
+	su, err := pgx.Connect(t.Context(), db.SuperuserDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer su.Close(context.Background())
+	if _, err := su.Exec(t.Context(), `CREATE TYPE mood AS ENUM ('ok', 'not ok');
+		CREATE DOMAIN posint AS int8 CHECK (VALUE > 0);
+		CREATE TYPE pair AS (a int, b text)`); err != nil {
+		t.Fatal(err)
+	}
+	tl := newTestTool(t, db.DSN(), 100)
+	sql := `SELECT 'ok'::mood, ARRAY['ok', 'not ok']::mood[], 5::posint, ARRAY[5, 9007199254740993]::posint[], ARRAY[ROW(1, 'x y')::pair]`
+	want := `[["ok",["ok","not ok"],5,[5,"9007199254740993"],["(1,\"x y\")"]]]`
+	res, err := tl.Call(context.Background(), mustArgs(t, sql))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]jsontext.Value
+	if err := json.Unmarshal(res.Structured, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(raw["rows"]); got != want {
+		t.Errorf("%s\n got %s\nwant %s", sql, got, want)
+	}
+}
+
+// TestValueMappingInvalidUTF8: a SQL_ASCII database stores bytes that are
+// not UTF-8; they come back with U+FFFD in their place, not as a failed
+// call.
+func TestValueMappingInvalidUTF8(t *testing.T) {
+	db := pgtest.NewDB(t)
+	su, err := pgx.Connect(t.Context(), db.SuperuserDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := db.Name + "_ascii"
+	if _, err := su.Exec(t.Context(), "CREATE DATABASE "+name+" ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := su.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+			t.Error(err)
+		}
+		su.Close(context.Background())
+	})
+	tl := newTestTool(t, db.Cluster.DSN(name), 10)
+	res, err := tl.Call(context.Background(), mustArgs(t, `SELECT 'caf' || chr(233), ARRAY['x' || chr(255)]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]jsontext.Value
+	if err := json.Unmarshal(res.Structured, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(raw["rows"]), "[[\"caf\uFFFD\",[\"x\uFFFD\"]]]"; got != want {
+		t.Errorf("rows = %s, want %s", got, want)
 	}
 }
 
