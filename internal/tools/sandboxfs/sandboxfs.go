@@ -349,7 +349,10 @@ func openProblem(name string, err error) error {
 		// /proc magic link.
 		return deny("%s could not be resolved: too many levels of symbolic links, or a link the sandbox does not follow")
 	case syscall.EAGAIN:
-		return deny("%s could not be resolved safely because the directory tree changed meanwhile; try again")
+		// Two causes share the errno: a rename or mount raced a ".."
+		// step, or another process holds a lease on the file (the open
+		// is non-blocking so that FIFOs cannot hang it).
+		return deny("%s could not be opened: the directory tree changed meanwhile or another process holds a lease on the file; try again")
 	case syscall.EACCES, syscall.EPERM:
 		return deny("%s is not readable")
 	case syscall.ENXIO, syscall.ENODEV:

@@ -436,3 +436,23 @@ func TestReadDirectParams(t *testing.T) {
 		}
 	}
 }
+
+// TestLeasedFile: the open is non-blocking (a FIFO must not hang it), so a
+// file another process holds a write lease on answers EAGAIN, the errno of
+// a rename racing a "..". The refusal names both causes rather than
+// blaming the directory tree alone.
+func TestLeasedFile(t *testing.T) {
+	f := newFixture(t)
+	w, err := os.OpenFile(filepath.Join(f.data, "hello.txt"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := unix.FcntlInt(w.Fd(), unix.F_SETLEASE, unix.F_WRLCK); err != nil {
+		t.Skipf("cannot take a lease here: %v", err)
+	}
+	o := call(t, f.reader(t, backendOpenat2), argsFor(t, "hello.txt", 0, ""), false)
+	if o.prob == nil || o.code() != problem.AccessDenied || !strings.Contains(o.prob.Detail, "holds a lease") {
+		t.Errorf("read of a leased file = %v, want MCP_ACCESS_DENIED naming the lease", o.err)
+	}
+}
