@@ -29,7 +29,7 @@ const inputSchema = `{
       "type": "string",
       "enum": ["utf-8", "base64"],
       "default": "utf-8",
-      "description": "utf-8 returns the file as text and refuses invalid UTF-8; base64 returns any bytes as standard base64."
+      "description": "utf-8 returns the file as text and refuses invalid UTF-8 and control characters other than tab, LF and CR; base64 returns any bytes as standard base64."
     }
   },
   "required": ["relative_path"],
@@ -61,7 +61,7 @@ func descriptor(maxBytes int64, allowHardLinks bool) tool.Descriptor {
 			"relative_path is resolved by the kernel beneath that directory: absolute paths, and \"..\" or symbolic links that lead out of it, are refused, as are " +
 			refused + ". " +
 			fmt.Sprintf("Files larger than max_bytes (at most %d) are refused, never truncated. ", maxBytes) +
-			"With encoding \"utf-8\" (the default) a file that is not valid UTF-8 is refused; use \"base64\" for binary files.",
+			"With encoding \"utf-8\" (the default) a file that is not valid UTF-8, or holds control characters other than tab, LF and CR, is refused; use \"base64\" for binary files.",
 		InputSchema:  jsontext.Value(fmt.Sprintf(inputSchema, maxBytes)),
 		OutputSchema: jsontext.Value(outputSchema),
 		Annotations:  tool.ReadOnly,
