@@ -132,6 +132,11 @@ func TestRefundValidationEdges(t *testing.T) {
 		{"string amount", "trigger_refund", with("amount", "10.0"), "amount"},
 		{"null amount", "trigger_refund", with("amount", nil), "amount"},
 		{"missing amount", "trigger_refund", without("amount"), "amount"},
+		// Positive numbers a float64 would change: refunding them would
+		// report a different amount as done.
+		{"amount below float64 range", "trigger_refund", with("amount", json.RawMessage("1e-400")), "amount"},
+		{"amount beyond float64 precision", "trigger_refund", with("amount", json.RawMessage("9007199254740993")), "amount"},
+		{"amount with 20 significant digits", "trigger_refund", with("amount", json.RawMessage("1.0000000000000000001")), "amount"},
 		{"short reason", "trigger_refund", with("reason", "too short"), "reason"},
 		{"reason not a string", "trigger_refund", with("reason", 1234567890), "reason"},
 		{"lower-case customer id", "trigger_refund", with("customer_id", "cust-00001"), "customer_id"},

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -24,9 +27,11 @@ type customerOut struct {
 }
 
 type refundIn struct {
-	CustomerID string  `json:"customer_id"`
-	Amount     float64 `json:"amount"`
-	Reason     string  `json:"reason"`
+	CustomerID string `json:"customer_id"`
+	// Amount is kept as the caller wrote it (the schema has made it a
+	// number > 0) so that exactAmount can see what a float64 would lose.
+	Amount jsontext.Value `json:"amount"`
+	Reason string         `json:"reason"`
 }
 
 type refundOut struct {
@@ -101,12 +106,18 @@ func newTools(s Store) ([]tool.Tool, error) {
 		// open world; it deletes nothing.
 		Annotations: tool.Annotations{OpenWorldHint: true},
 	}, func(ctx context.Context, in refundIn) (refundOut, error) {
-		r, err := s.Refund(ctx, in.CustomerID, in.Amount, in.Reason)
+		amount, ok := exactAmount(string(in.Amount))
+		if !ok {
+			return refundOut{}, tool.NewArgumentError(
+				`"amount": must be greater than 0 and exactly what it says as a 64-bit float (at most 15 significant digits)`,
+				"amount")
+		}
+		r, err := s.Refund(ctx, in.CustomerID, amount, in.Reason)
 		if err != nil {
 			return refundOut{}, fmt.Errorf("%w: %w", errStore, err)
 		}
 		if r == nil {
-			return refundOut{CustomerID: in.CustomerID, Status: "customer_not_found", Amount: in.Amount}, nil
+			return refundOut{CustomerID: in.CustomerID, Status: "customer_not_found", Amount: amount}, nil
 		}
 		return refundOut{CustomerID: in.CustomerID, Found: true, Status: "refund_initiated", RefundID: r.ID, Amount: r.Amount}, nil
 	})
@@ -158,4 +169,56 @@ func newTools(s Store) ([]tool.Tool, error) {
 		return nil, err
 	}
 	return []tool.Tool{getCustomer, triggerRefund, resetKey, auditLog}, nil
+}
+
+// exactAmount returns the float64 of the JSON number s, and false unless
+// it is greater than 0 and the shortest decimal form of that float64 is
+// the very number s wrote. A float64 rounds what it cannot hold: without
+// this check 9007199254740993 would be refunded as 9007199254740992 and
+// 1e-400 as 0, each reported as done. 0.1 passes: its float64 prints as
+// 0.1. The comparison is on decimal digits, not big numbers, so an
+// exponent like 1e-999999999 costs nothing to refuse.
+func exactAmount(s string) (float64, bool) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f <= 0 || math.IsInf(f, 0) {
+		return 0, false
+	}
+	want, ok := decimalValue(s)
+	if !ok {
+		return 0, false
+	}
+	got, _ := decimalValue(strconv.FormatFloat(f, 'g', -1, 64))
+	return f, want == got
+}
+
+// decimal is a non-negative number as significant digits × 10^exp, with no
+// leading or trailing zeros in digits (zero has no digits).
+type decimal struct {
+	digits string
+	exp    int64
+}
+
+// decimalValue reads a JSON number without a sign into its decimal; false
+// for anything else.
+func decimalValue(s string) (decimal, bool) {
+	mant, exp := s, int64(0)
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.ParseInt(strings.TrimPrefix(s[i+1:], "+"), 10, 32)
+		if err != nil {
+			return decimal{}, false
+		}
+		mant, exp = s[:i], e
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(whole+frac, "0")
+	if strings.Trim(digits, "0123456789") != "" {
+		return decimal{}, false
+	}
+	exp -= int64(len(frac))
+	trimmed := strings.TrimRight(digits, "0")
+	exp += int64(len(digits) - len(trimmed))
+	if trimmed == "" {
+		return decimal{}, true
+	}
+	return decimal{digits: trimmed, exp: exp}, true
 }

@@ -3,6 +3,7 @@ package tool
 import (
 	"context"
 	"errors"
+	"math/big"
 	"strings"
 	"testing"
 
@@ -112,5 +113,17 @@ func TestRegistry(t *testing.T) {
 	if _, err := New(Descriptor{Name: "x", InputSchema: jsontext.Value(`{"type":"object","$ref":"https://example.com/s.json"}`)},
 		func(context.Context, struct{}) (out, error) { return out{}, nil }); err == nil {
 		t.Fatal("a remote $ref was accepted")
+	}
+}
+
+func TestRatString(t *testing.T) {
+	for r, want := range map[string]string{"0": "0", "-3": "-3", "1/2": "0.5", "1/10": "0.1", "1e300": "1e+300"} {
+		v, ok := new(big.Rat).SetString(r)
+		if !ok {
+			t.Fatal(r)
+		}
+		if got := ratString(v); got != want {
+			t.Errorf("ratString(%s) = %q, want %q", r, got, want)
+		}
 	}
 }

@@ -6,7 +6,9 @@ import (
 	stdjson "encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/go-json-experiment/json"
@@ -193,13 +195,13 @@ func collect(ve *jsonschema.ValidationError, names map[string]bool, reasons *[]s
 	case *kind.MaxLength:
 		msg = fmt.Sprintf("must be at most %d characters long", k.Want)
 	case *kind.Minimum:
-		msg = fmt.Sprintf("must be >= %v", k.Want)
+		msg = "must be >= " + ratString(k.Want)
 	case *kind.Maximum:
-		msg = fmt.Sprintf("must be <= %v", k.Want)
+		msg = "must be <= " + ratString(k.Want)
 	case *kind.ExclusiveMinimum:
-		msg = fmt.Sprintf("must be > %v", k.Want)
+		msg = "must be > " + ratString(k.Want)
 	case *kind.ExclusiveMaximum:
-		msg = fmt.Sprintf("must be < %v", k.Want)
+		msg = "must be < " + ratString(k.Want)
 	case *kind.Enum, *kind.Const:
 		msg = ve.ErrorKind.LocalizedString(printer)
 	default:
@@ -316,4 +318,14 @@ func instanceValue(d *jsontext.Decoder) (any, error) {
 		return nil, nil
 	}
 	return nil, fmt.Errorf("tool: unexpected JSON token %v", tok.Kind())
+}
+
+// ratString writes a bound of the tool's own schema as a decimal number;
+// big.Rat's String would write 0 as "0/1".
+func ratString(r *big.Rat) string {
+	if r.IsInt() && r.Num().IsInt64() {
+		return r.Num().String()
+	}
+	f, _ := r.Float64()
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }
