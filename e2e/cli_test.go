@@ -1,9 +1,16 @@
 package e2e
 
 import (
+	"fmt"
+	"net"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // runBastion runs the binary to completion and returns its outputs and exit
@@ -93,5 +100,88 @@ func TestCheckAndVersion(t *testing.T) {
 	_, _, code = runBastion(t, baseEnv(), "serve", "--nope")
 	if code != 2 {
 		t.Fatalf("unknown flag exit %d", code)
+	}
+	for _, args := range [][]string{{"version", "--bogus"}, {"version", "extra"}, {"serve", "--", "--help"}} {
+		if _, _, code := runBastion(t, baseEnv(), args...); code != 2 {
+			t.Errorf("bastion %s: exit %d, want 2", strings.Join(args, " "), code)
+		}
+	}
+	if out, _, code := runBastion(t, baseEnv(), "version", "--help"); code != 0 || !strings.HasPrefix(out, "Usage: bastion version") {
+		t.Errorf("version --help: exit %d, %q", code, out)
+	}
+}
+
+// TestStdinLeftBlocking: non-blocking mode belongs to the open file
+// description, which bastion shares with whoever started it. After any
+// command, including a whole serve session, the caller's end must be as
+// it was, or the next reader of the same pipe (a shell) fails with
+// EAGAIN.
+func TestStdinLeftBlocking(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"version"}, {"serve", "--check"}, {"serve"}} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin("bastion"), args...)
+		cmd.Env = baseEnv()
+		cmd.Stdin = r
+		w.Close() // EOF at once: serve drains and exits 0
+		if err := cmd.Run(); err != nil {
+			t.Errorf("bastion %s: %v", strings.Join(args, " "), err)
+		}
+		flags, err := unix.FcntlInt(r.Fd(), unix.F_GETFL, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if flags&unix.O_NONBLOCK != 0 {
+			t.Errorf("bastion %s left its stdin non-blocking", strings.Join(args, " "))
+		}
+		r.Close()
+	}
+}
+
+// TestSignalInterruptsStartup: with a database that accepts connections
+// but never answers, start-up waits up to 5 s for it. A SIGINT then stops
+// at once, and --check does not report success.
+func TestSignalInterruptsStartup(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // hold it open, say nothing
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	dsn := fmt.Sprintf("MCP_SQL_DSN=host=127.0.0.1 port=%d user=x dbname=x sslmode=disable connect_timeout=30", port)
+	for _, args := range [][]string{{"serve", "--check"}, {"serve"}} {
+		cmd := exec.Command(bin("bastion"), args...)
+		cmd.Env = baseEnv(dsn)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		cmd.Stdin = strings.NewReader("")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		sent := time.Now()
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		code := exitCode(cmd.Wait())
+		// Not a speed assertion: anything near the 5 s ping timeout means
+		// the signal waited for it.
+		if took := time.Since(sent); code != 1 || took > 3*time.Second || !strings.Contains(stderr.String(), "interrupted while starting") {
+			t.Errorf("bastion %s, SIGINT during start-up: exit %d after %v, stderr %q; want exit 1 at once, \"interrupted while starting\"",
+				strings.Join(args, " "), code, took.Round(time.Millisecond), stderr.String())
+		}
 	}
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,7 +19,9 @@ func main() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	os.Exit(run(context.Background(), os.Args[1:], env{
-		stdin:   stdio.PollableStdin(),
+		stdin: func() (io.Reader, func()) {
+			return stdio.PollableStdin()
+		},
 		stdout:  os.Stdout,
 		stderr:  os.Stderr,
 		environ: os.Environ(),

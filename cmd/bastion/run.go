@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 )
 
@@ -23,7 +24,10 @@ const (
 
 // env is everything run may touch of the process.
 type env struct {
-	stdin   io.Reader
+	// stdin opens standard input for serving and returns a func that
+	// undoes what opening changed. Only serve calls it, right before the
+	// session: other commands leave the descriptor alone.
+	stdin   func() (io.Reader, func())
 	stdout  io.Writer
 	stderr  io.Writer
 	environ []string
@@ -39,6 +43,11 @@ Commands:
 Run "bastion <command> --help" for a command's flags.
 `
 
+const versionUsage = `Usage: bastion version
+
+Prints the version, the Go version and the platform.
+`
+
 // run dispatches a subcommand and returns the process exit code.
 func run(ctx context.Context, args []string, e env) int {
 	if len(args) == 0 {
@@ -49,6 +58,15 @@ func run(ctx context.Context, args []string, e env) int {
 	case "serve":
 		return serve(ctx, args[1:], e)
 	case "version", "--version":
+		if slices.ContainsFunc(args[1:], isHelpFlag) {
+			fmt.Fprint(e.stdout, versionUsage)
+			return exitOK
+		}
+		fs := flag.NewFlagSet("version", flag.ContinueOnError)
+		fs.Usage = func() { fmt.Fprint(e.stderr, versionUsage) }
+		if ok, code := parseFlags(fs, args[1:], e); !ok {
+			return code
+		}
 		fmt.Fprintf(e.stdout, "bastion %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return exitOK
 	case "help", "-h", "--help":

@@ -11,7 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"sync"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mcp-bastion/bastion/internal/session"
 	"github.com/mcp-bastion/bastion/internal/wire"
@@ -60,14 +61,33 @@ func Serve(ctx context.Context, srv *session.Server, in io.Reader, out io.Writer
 
 // PollableStdin returns standard input as a file whose Close unblocks a
 // pending Read, so a drain can stop the read loop without waiting for the
-// client to close its end. It switches the descriptor to non-blocking mode,
-// which puts it under the runtime's poller; for inputs the poller cannot
-// watch (regular files), reads never block anyway and the file is
-// returned as is.
-func PollableStdin() *os.File {
-	fd := int(os.Stdin.Fd())
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		return os.Stdin
+// client to close its end, and a func that undoes what it changed; call it
+// once reading is over.
+//
+// The file is a duplicate of descriptor 0 in non-blocking mode, which puts
+// it under the runtime's poller, and closing it leaves descriptor 0 open.
+// Non-blocking mode belongs to the open file description, which the
+// process shares with whoever started it (a shell reads the rest of a pipe
+// after we exit), so restore switches it back unless it was already on.
+// For inputs the poller cannot watch (regular files), reads never block
+// anyway and os.Stdin is returned as is.
+func PollableStdin() (f *os.File, restore func()) {
+	noop := func() {}
+	flags, err := unix.FcntlInt(0, unix.F_GETFL, 0)
+	if err != nil {
+		return os.Stdin, noop
 	}
-	return os.NewFile(uintptr(fd), "/dev/stdin")
+	fd, err := unix.Dup(0)
+	if err != nil {
+		return os.Stdin, noop
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return os.Stdin, noop
+	}
+	restore = noop
+	if flags&unix.O_NONBLOCK == 0 {
+		restore = func() { _ = unix.SetNonblock(0, false) }
+	}
+	return os.NewFile(uintptr(fd), "/dev/stdin"), restore
 }

@@ -283,12 +283,29 @@ func (m *metrics) read(ctx context.Context) (Output, error) {
 func clamp(o Output) Output {
 	o.CPUPercent = percent(o.CPUPercent)
 	o.CPUCount = max(o.CPUCount, 1)
-	o.Memory.Percent = percent(o.Memory.Percent)
+	o.Memory = o.Memory.clamped()
 	o.Disk.Percent = percent(o.Disk.Percent)
 	o.LoadAverage.One = nonNegative(o.LoadAverage.One)
 	o.LoadAverage.Five = nonNegative(o.LoadAverage.Five)
 	o.LoadAverage.Fifteen = nonNegative(o.LoadAverage.Fifteen)
 	return o
+}
+
+// clamped keeps used and available memory within the total. gopsutil
+// computes used as total − available in unsigned arithmetic, which wraps to
+// nearly 2^64 when a meminfo shim (LXCFS and the like) reports more
+// available than total; such a reading is taken as nothing used.
+func (m Memory) clamped() Memory {
+	m.AvailableBytes = min(m.AvailableBytes, m.TotalBytes)
+	if m.UsedBytes > m.TotalBytes {
+		m.UsedBytes = m.TotalBytes - m.AvailableBytes
+		m.Percent = 0
+		if m.TotalBytes > 0 {
+			m.Percent = float64(m.UsedBytes) / float64(m.TotalBytes) * 100
+		}
+	}
+	m.Percent = percent(m.Percent)
+	return m
 }
 
 // percent clamps v into [0, 100]; NaN becomes 0 and the infinities go to

@@ -181,6 +181,15 @@ func TestClamping(t *testing.T) {
 		{"cpu count negative", func(o *Output) { o.CPUCount = -3 }, func(o *Output) { o.CPUCount = 1 }},
 		{"memory over 100", func(o *Output) { o.Memory.Percent = 100.0001 }, func(o *Output) { o.Memory.Percent = 100 }},
 		{"memory NaN", func(o *Output) { o.Memory.Percent = nan }, func(o *Output) { o.Memory.Percent = 0 }},
+		{
+			// gopsutil's total - available, wrapped: a shim reported more
+			// available than total.
+			"memory available above total",
+			func(o *Output) {
+				o.Memory = Memory{TotalBytes: 1024000, UsedBytes: 1<<64 - 1024000, AvailableBytes: 2048000, Percent: 100}
+			},
+			func(o *Output) { o.Memory = Memory{TotalBytes: 1024000, AvailableBytes: 1024000} },
+		},
 		{"disk negative", func(o *Output) { o.Disk.Percent = -5 }, func(o *Output) { o.Disk.Percent = 0 }},
 		{"disk NaN", func(o *Output) { o.Disk.Percent = nan }, func(o *Output) { o.Disk.Percent = 0 }},
 		{"disk over 100", func(o *Output) { o.Disk.Percent = 250 }, func(o *Output) { o.Disk.Percent = 100 }},
