@@ -129,7 +129,7 @@ var table = []variable{
 		set: func(c *Config, _ string, n int64) { c.SQLStatementTimeout = ms(n) }},
 	{name: "MCP_SQL_POOL_MAX_SIZE", kind: kindInt, def: "4", min: 1, max: 64, help: "PostgreSQL connection pool size",
 		set: func(c *Config, _ string, n int64) { c.SQLPoolMaxSize = int32(n) }},
-	{name: "MCP_SQL_MAX_RESULT_BYTES", kind: kindInt, def: "1048576", min: 1024, max: 64 << 20, help: "largest read_only_sql result, counted as the database sends the values",
+	{name: "MCP_SQL_MAX_RESULT_BYTES", kind: kindInt, def: "1048576", min: 1024, max: 64 << 20, help: "largest read_only_sql result, its values counted as JSON strings",
 		set: func(c *Config, _ string, n int64) { c.SQLMaxResultBytes = int(n) }},
 	{name: "MCP_FS_MAX_BYTES", kind: kindInt, def: "1048576", min: 1, max: 64 << 20, help: "largest file sandbox_fs_read returns",
 		set: func(c *Config, _ string, n int64) { c.FSMaxBytes = n }},

@@ -513,9 +513,21 @@ func TestExecutorBoundsResultBytes(t *testing.T) {
 		t.Errorf("10 KiB rows under a 64 KiB bound: %d rows, truncated %v; want 6, true", rs.RowCount, rs.Truncated)
 	}
 
+	// NULLs and JSON escapes count: neither can inflate a result past
+	// the bound unnoticed.
+	rs, err = ex.Run(t.Context(), &Prepared{SQL: "SELECT NULL::int, NULL::int FROM generate_series(1, 1000000)", Limit: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rs.Truncated || rs.RowCount > limit/10 {
+		t.Errorf("NULL rows under a 64 KiB bound: %d rows, truncated %v; want at most %d, true", rs.RowCount, rs.Truncated, limit/10)
+	}
+
 	for _, sql := range []string{
 		"SELECT repeat('x', 40000), repeat('y', 40000)", // one row over the bound
+		"SELECT repeat(chr(1), 20000)",                  // 20 KB sent, 120 KB as JSON
 		"SELECT repeat('x', 1048576)",                   // one message over bound and slack
+		"SELECT repeat('x', 400000)::int",               // an error message over it
 	} {
 		_, err := ex.Run(t.Context(), &Prepared{SQL: sql, Limit: 10})
 		var prob *problem.Problem

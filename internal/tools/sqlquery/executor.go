@@ -288,7 +288,7 @@ func (e *Executor) run(ctx context.Context, conn *pgx.Conn, prep *Prepared) (*Re
 		}
 		raw := rows.RawValues()
 		for _, v := range raw {
-			size += len(v)
+			size += jsonCost(v)
 		}
 		if size > e.opts.MaxResultBytes {
 			// Closing rows would read and discard every row left;
@@ -297,7 +297,7 @@ func (e *Executor) run(ctx context.Context, conn *pgx.Conn, prep *Prepared) (*Re
 			// discards it.
 			abandon(ctx, pc)
 			if len(raws) == 0 {
-				return nil, tooLarge(e.opts.MaxResultBytes)
+				return nil, tooLarge(e.opts.MaxResultBytes, "a row")
 			}
 			cut = true
 			break
@@ -309,8 +309,14 @@ func (e *Executor) run(ctx context.Context, conn *pgx.Conn, prep *Prepared) (*Re
 		return nil, e.classify(ctx, "query", err)
 	}
 	var at arrayTypes
-	if !cut && len(raws) > 0 {
-		at = e.lookupArrays(ctx, conn, fds)
+	if oids := unknownOIDs(tm, fds); len(raws) > 0 && len(oids) > 0 {
+		if cut {
+			// This connection is gone with the query; the catalog is
+			// the same from any other.
+			at = e.lookupArraysFresh(ctx, oids)
+		} else {
+			at = e.lookupArrays(ctx, conn, oids)
+		}
 	}
 	for _, raw := range raws {
 		row := make([]any, len(raw))
@@ -353,30 +359,42 @@ func copyRow(raw [][]byte) [][]byte {
 }
 
 // arrayLookup finds which of the given types are arrays, with their
-// element type (a domain resolved to its base type) and delimiter. It is
-// fixed, trusted SQL with the OIDs bound as a parameter, and names every
-// operator and type by schema, as pg_dump does, so that nothing the
-// database defines on its search_path can stand in for them.
-const arrayLookup = `SELECT a.oid::pg_catalog.int8,
-  CASE WHEN e.typtype OPERATOR(pg_catalog.=) 'd' THEN e.typbasetype ELSE e.oid END::pg_catalog.int8,
-  e.typdelim::pg_catalog.text
-FROM pg_catalog.pg_type a JOIN pg_catalog.pg_type e ON e.oid OPERATOR(pg_catalog.=) a.typelem
-WHERE a.oid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.oid[]) AND a.typcategory OPERATOR(pg_catalog.=) 'A'`
+// element type (domains resolved, through any number of levels, to their
+// base type) and delimiter. It is fixed, trusted SQL with the OIDs bound
+// as a parameter, and names every operator and type by schema, as pg_dump
+// does, so that nothing the database defines on its search_path can stand
+// in for them.
+const arrayLookup = `WITH RECURSIVE arrays AS (
+  SELECT a.oid AS arr, a.typelem AS elem, e.typdelim AS delim
+  FROM pg_catalog.pg_type a JOIN pg_catalog.pg_type e ON e.oid OPERATOR(pg_catalog.=) a.typelem
+  WHERE a.oid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.oid[]) AND a.typcategory OPERATOR(pg_catalog.=) 'A'
+), base (arr, t, depth) AS (
+  SELECT arr, elem, 0 FROM arrays
+  UNION ALL
+  SELECT b.arr, d.typbasetype, b.depth OPERATOR(pg_catalog.+) 1
+  FROM base b JOIN pg_catalog.pg_type d ON d.oid OPERATOR(pg_catalog.=) b.t
+  WHERE d.typtype OPERATOR(pg_catalog.=) 'd' AND b.depth OPERATOR(pg_catalog.<) 32
+)
+SELECT DISTINCT ON (a.arr) a.arr::pg_catalog.int8, b.t::pg_catalog.int8, a.delim::pg_catalog.text
+FROM arrays a JOIN base b ON b.arr OPERATOR(pg_catalog.=) a.arr
+ORDER BY a.arr, b.depth DESC`
 
-// lookupArrays asks the catalog, in the query's own transaction, about
-// the column types the mapping does not know: arrays of the database's
-// enums, domains and composites. It runs only when such a column exists.
-// A failure is logged and leaves those columns as text.
-func (e *Executor) lookupArrays(ctx context.Context, conn *pgx.Conn, fds []pgconn.FieldDescription) arrayTypes {
+// unknownOIDs lists the column types the mapping cannot settle without the
+// catalog.
+func unknownOIDs(tm *pgtype.Map, fds []pgconn.FieldDescription) []uint32 {
 	var oids []uint32
 	for _, fd := range fds {
-		if !known(conn.TypeMap(), fd.DataTypeOID) {
+		if !known(tm, fd.DataTypeOID) && !slices.Contains(oids, fd.DataTypeOID) {
 			oids = append(oids, fd.DataTypeOID)
 		}
 	}
-	if len(oids) == 0 {
-		return nil
-	}
+	return oids
+}
+
+// lookupArrays asks the catalog, on conn (in the query's own transaction),
+// about oids: arrays of the database's enums, domains and composites. A
+// failure is logged and leaves those columns as text.
+func (e *Executor) lookupArrays(ctx context.Context, conn *pgx.Conn, oids []uint32) arrayTypes {
 	rows, err := conn.Query(ctx, arrayLookup, execMode, oids)
 	if err != nil {
 		e.logFailure("type lookup", err)
@@ -398,6 +416,22 @@ func (e *Executor) lookupArrays(ctx context.Context, conn *pgx.Conn, fds []pgcon
 	return at
 }
 
+// lookupArraysFresh is lookupArrays on a connection of its own, for a
+// result whose connection was closed to stop its query. The connection
+// has the pool's settings (read-only by default, pinned exec mode) and is
+// closed at once.
+func (e *Executor) lookupArraysFresh(ctx context.Context, oids []uint32) arrayTypes {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	c, err := pgx.ConnectConfig(ctx, e.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		e.logFailure("type lookup", err)
+		return nil
+	}
+	defer c.Close(ctx)
+	return e.lookupArrays(ctx, c, oids)
+}
+
 // abandon stops the running query on the server and closes the
 // connection without reading the rest of its result.
 func abandon(ctx context.Context, pc *pgconn.PgConn) {
@@ -407,11 +441,33 @@ func abandon(ctx context.Context, pc *pgconn.PgConn) {
 	_ = pc.Close(ctx)
 }
 
-// tooLarge refuses a result whose first row alone exceeds limit bytes.
-func tooLarge(limit int) *problem.Problem {
+// tooLarge refuses a result when what (a row, or any message the database
+// sent) alone exceeds limit bytes.
+func tooLarge(limit int, what string) *problem.Problem {
 	return problem.Newf(problem.PayloadTooLarge, []string{"query"},
-		"a row is larger than the result limit of %d bytes; select fewer or narrower columns", limit).
+		"%s is larger than the result limit of %d bytes; select fewer or narrower columns", what, limit).
 		WithMetadata("max_result_bytes", limit)
+}
+
+// jsonCost is what a value adds to a result counted against
+// MaxResultBytes: its size as a JSON string with a separator, so that
+// NULLs and empty strings count, and characters JSON escapes count as
+// their escapes (a control character is six bytes). Numbers, booleans and
+// base64 of bytea come out no larger than this, give or take a third.
+func jsonCost(v []byte) int {
+	if v == nil {
+		return len("null,")
+	}
+	n := len(v) + len(`"",`)
+	for _, c := range v {
+		switch {
+		case c < 0x20:
+			n += 5
+		case c == '"' || c == '\\':
+			n++
+		}
+	}
+	return n
 }
 
 // classify maps a failure to what the caller may see. SQL errors caused by
@@ -424,8 +480,9 @@ func (e *Executor) classify(ctx context.Context, step string, err error) error {
 	}
 	var tooBig *pgproto3.ExceededMaxBodyLenErr
 	if errors.As(err, &tooBig) {
-		// The connection is unusable after this and is discarded.
-		return tooLarge(e.opts.MaxResultBytes).WithCause(err)
+		// The connection is unusable after this and is discarded. The
+		// message may have been a row or an error echoing a huge value.
+		return tooLarge(e.opts.MaxResultBytes, "a row or message from the database").WithCause(err)
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {

@@ -108,7 +108,7 @@ func columnJSON(tm *pgtype.Map, at arrayTypes, oid uint32, raw []byte) (any, err
 		return nil, nil
 	}
 	if info, ok := at.array(tm, oid); ok {
-		return arrayJSON(tm, info, raw)
+		return arrayJSON(tm, at, info, raw)
 	}
 	return scalarJSON(oid, raw)
 }
@@ -116,7 +116,7 @@ func columnJSON(tm *pgtype.Map, at arrayTypes, oid uint32, raw []byte) (any, err
 // arrayJSON maps an array from its text form. pgx parses the text (quoting,
 // escapes, NULL, dimension decorations); each element is then mapped by
 // its own type, exactly as a column of that type would be.
-func arrayJSON(tm *pgtype.Map, info arrayInfo, raw []byte) (any, error) {
+func arrayJSON(tm *pgtype.Map, at arrayTypes, info arrayInfo, raw []byte) (any, error) {
 	if info.delim != ',' {
 		// pgx's parser splits on ',' only: keep the text whole rather
 		// than split it wrongly.
@@ -124,14 +124,18 @@ func arrayJSON(tm *pgtype.Map, info arrayInfo, raw []byte) (any, error) {
 	}
 	var arr pgtype.Array[pgtype.Text]
 	if err := tm.Scan(pgtype.TextArrayOID, pgtype.TextFormatCode, raw, &arr); err != nil {
-		return nil, fmt.Errorf("array: %w", err)
+		// Not array text after all: int2vector and oidvector are in the
+		// catalog's array category but print "1 2". Their text is the
+		// value.
+		return textJSON(raw), nil
 	}
 	flat := make([]any, len(arr.Elements))
 	for i, e := range arr.Elements {
 		if !e.Valid {
 			continue
 		}
-		v, err := scalarJSON(info.elem, []byte(e.String))
+		// An element may itself be an array: a domain over one.
+		v, err := columnJSON(tm, at, info.elem, []byte(e.String))
 		if err != nil {
 			return nil, err
 		}
