@@ -244,6 +244,13 @@ mutate always-rollback "the transaction is committed instead of rolled back" \
 	'pc.Exec(rbCtx, "COMMIT")' \
 	-- "$sqlpkg"
 
+# The result bound: rows are read whatever their size.
+mutate sql-result-bound "the executor does not bound result bytes" \
+	internal/tools/sqlquery/executor.go \
+	'if size > e\.opts\.MaxResultBytes \{' \
+	'if size > e.opts.MaxResultBytes && false {' \
+	-- "$sqlpkg"
+
 # sandbox_fs_read: resolution beneath the root, the file-type check on the
 # open descriptor, and the bounded read.
 mutate fs-beneath "openat2 resolves without RESOLVE_BENEATH and RESOLVE_NO_MAGICLINKS" \
@@ -262,6 +269,12 @@ mutate fs-byte-cap "the read is not bounded by max_bytes + 1" \
 	internal/tools/sandboxfs/sandboxfs.go \
 	'want := int\(limit \+ 1\)' \
 	'want := int(limit + 1 + 1<<20)' \
+	-- "$fspkg"
+
+mutate fs-control-chars "text reads pass control characters through" \
+	internal/tools/sandboxfs/sandboxfs.go \
+	'if i := controlByte\(data\); i >= 0 \{' \
+	'if i := controlByte(data); i >= 0 && false {' \
 	-- "$fspkg"
 
 # The core: the frame cap while a line streams in, and the sanitizer's
