@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"os"
@@ -101,7 +102,7 @@ func TestCheckAndVersion(t *testing.T) {
 	if code != 2 {
 		t.Fatalf("unknown flag exit %d", code)
 	}
-	for _, args := range [][]string{{"version", "--bogus"}, {"version", "extra"}, {"serve", "--", "--help"}} {
+	for _, args := range [][]string{{"version", "--bogus"}, {"version", "extra"}, {"version", "--", "--help"}, {"serve", "--", "--help"}} {
 		if _, _, code := runBastion(t, baseEnv(), args...); code != 2 {
 			t.Errorf("bastion %s: exit %d, want 2", strings.Join(args, " "), code)
 		}
@@ -183,5 +184,54 @@ func TestSignalInterruptsStartup(t *testing.T) {
 			t.Errorf("bastion %s, SIGINT during start-up: exit %d after %v, stderr %q; want exit 1 at once, \"interrupted while starting\"",
 				strings.Join(args, " "), code, took.Round(time.Millisecond), stderr.String())
 		}
+	}
+}
+
+// TestOneSocketForStdinAndStdout: inetd and systemd hand a server one
+// socket as both stdin and stdout, so the non-blocking mode of stdin
+// applies to stdout too. A client that sends many requests before reading
+// any answer must still get every one, not a session that dies on EAGAIN.
+func TestOneSocketForStdinAndStdout(t *testing.T) {
+	t.Parallel()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "client"), os.NewFile(uintptr(fds[1]), "server")
+	defer ours.Close()
+	cmd := exec.Command(bin("bastion"), "serve")
+	cmd.Env = baseEnv()
+	cmd.Stdin, cmd.Stdout = theirs, theirs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	theirs.Close()
+
+	const n = 400
+	go func() {
+		var b strings.Builder
+		b.WriteString(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n")
+		b.WriteString(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")
+		for i := 1; i <= n; i++ {
+			fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`+"\n", i)
+		}
+		ours.Write([]byte(b.String()))
+	}()
+	// Let the answers pile up in the socket before reading any.
+	time.Sleep(time.Second)
+	sc := bufio.NewScanner(ours)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	got := 0
+	for got < n+1 && sc.Scan() {
+		got++
+	}
+	if got != n+1 {
+		t.Fatalf("read %d answers, want %d (scanner: %v)", got, n+1, sc.Err())
+	}
+	if err := unix.Shutdown(fds[0], unix.SHUT_WR); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitCode(cmd.Wait()); code != 0 {
+		t.Errorf("exit %d after EOF, want 0", code)
 	}
 }

@@ -19,8 +19,8 @@ func main() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	os.Exit(run(context.Background(), os.Args[1:], env{
-		stdin: func() (io.Reader, func()) {
-			return stdio.PollableStdin()
+		stdio: func() (io.Reader, io.Writer, func()) {
+			return stdio.OpenStdio()
 		},
 		stdout:  os.Stdout,
 		stderr:  os.Stderr,

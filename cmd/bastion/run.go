@@ -24,10 +24,10 @@ const (
 
 // env is everything run may touch of the process.
 type env struct {
-	// stdin opens standard input for serving and returns a func that
-	// undoes what opening changed. Only serve calls it, right before the
-	// session: other commands leave the descriptor alone.
-	stdin   func() (io.Reader, func())
+	// stdio opens standard input and output for a session and returns a
+	// func that undoes what opening changed. Only serve calls it, right
+	// before the session: other commands leave the descriptors alone.
+	stdio   func() (io.Reader, io.Writer, func())
 	stdout  io.Writer
 	stderr  io.Writer
 	environ []string
@@ -58,7 +58,7 @@ func run(ctx context.Context, args []string, e env) int {
 	case "serve":
 		return serve(ctx, args[1:], e)
 	case "version", "--version":
-		if slices.ContainsFunc(args[1:], isHelpFlag) {
+		if slices.ContainsFunc(flagArgs(args[1:]), isHelpFlag) {
 			fmt.Fprint(e.stdout, versionUsage)
 			return exitOK
 		}

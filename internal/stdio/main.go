@@ -52,9 +52,9 @@ func Main(p Program) int {
 		return 2
 	}
 	log.LogAttrs(context.Background(), slog.LevelInfo, "starting", slog.String("server", p.Info.Name), slog.String("version", p.Info.Version))
-	stdin, restore := PollableStdin()
+	stdin, stdout, restore := OpenStdio()
 	defer restore()
-	if err := Serve(context.Background(), srv, stdin, os.Stdout, cfg.MaxFrameBytes, sigs, log); err != nil {
+	if err := Serve(context.Background(), srv, stdin, stdout, cfg.MaxFrameBytes, sigs, log); err != nil {
 		log.Error("session ended abnormally", slog.String("error", err.Error()))
 		return 1
 	}

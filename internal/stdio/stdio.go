@@ -59,35 +59,60 @@ func Serve(ctx context.Context, srv *session.Server, in io.Reader, out io.Writer
 	return err
 }
 
-// PollableStdin returns standard input as a file whose Close unblocks a
-// pending Read, so a drain can stop the read loop without waiting for the
-// client to close its end, and a func that undoes what it changed; call it
-// once reading is over.
+// OpenStdio returns standard input and output for a session, and a func
+// that undoes what it changed; call it once the session is over.
 //
-// The file is a duplicate of descriptor 0 in non-blocking mode, which puts
-// it under the runtime's poller, and closing it leaves descriptor 0 open.
-// Non-blocking mode belongs to the open file description, which the
-// process shares with whoever started it (a shell reads the rest of a pipe
-// after we exit), so restore switches it back unless it was already on.
-// For inputs the poller cannot watch (regular files), reads never block
-// anyway and os.Stdin is returned as is.
-func PollableStdin() (f *os.File, restore func()) {
-	noop := func() {}
+// Input is a duplicate of descriptor 0 in non-blocking mode, which puts it
+// under the runtime's poller: its Close unblocks a pending Read, so a drain
+// never waits for the client to close its end, and closing it leaves
+// descriptor 0 open. Non-blocking mode belongs to the open file
+// description, which the process shares with whoever started it (a shell
+// reads the rest of a pipe after we exit), so restore switches it back
+// unless it was already on. For inputs the poller cannot watch (regular
+// files), reads never block anyway and os.Stdin is returned as is.
+//
+// Output is os.Stdout, except when descriptors 0 and 1 are the same file
+// (a terminal, or one socket for both as inetd and systemd hand it over):
+// the non-blocking mode then applies to writes too, and a slow reader
+// would fail them with EAGAIN. Output is then a duplicate of descriptor 1,
+// which the poller waits on instead.
+func OpenStdio() (in, out *os.File, restore func()) {
+	restore = func() {}
+	in, out = os.Stdin, os.Stdout
 	flags, err := unix.FcntlInt(0, unix.F_GETFL, 0)
 	if err != nil {
-		return os.Stdin, noop
+		return in, out, restore
 	}
 	fd, err := unix.Dup(0)
 	if err != nil {
-		return os.Stdin, noop
+		return in, out, restore
 	}
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
-		return os.Stdin, noop
+		return in, out, restore
 	}
-	restore = noop
-	if flags&unix.O_NONBLOCK == 0 {
-		restore = func() { _ = unix.SetNonblock(0, false) }
+	in = os.NewFile(uintptr(fd), "/dev/stdin")
+	if sameFile(0, 1) {
+		if fd, err := unix.Dup(1); err == nil {
+			out = os.NewFile(uintptr(fd), "/dev/stdout")
+		}
 	}
-	return os.NewFile(uintptr(fd), "/dev/stdin"), restore
+	restore = func() {
+		if out != os.Stdout {
+			out.Close()
+		}
+		if flags&unix.O_NONBLOCK == 0 {
+			_ = unix.SetNonblock(0, false)
+		}
+	}
+	return in, out, restore
+}
+
+// sameFile reports whether descriptors a and b refer to the same file.
+func sameFile(a, b int) bool {
+	var sa, sb unix.Stat_t
+	if unix.Fstat(a, &sa) != nil || unix.Fstat(b, &sb) != nil {
+		return false
+	}
+	return sa.Dev == sb.Dev && sa.Ino == sb.Ino
 }

@@ -523,6 +523,26 @@ func TestExecutorBoundsResultBytes(t *testing.T) {
 		t.Errorf("NULL rows under a 64 KiB bound: %d rows, truncated %v; want at most %d, true", rs.RowCount, rs.Truncated, limit/10)
 	}
 
+	// What is emitted stays within 3x of the count, booleans in arrays
+	// (f, counted as 2 bytes, emitted as false,) being the worst case.
+	for _, sql := range []string{
+		"SELECT array_fill(false, ARRAY[3000]) FROM generate_series(1, 1000)",
+		"SELECT array_fill(1::numeric, ARRAY[3000]) FROM generate_series(1, 1000)",
+		"SELECT false, 1::numeric, '\\x00'::bytea FROM generate_series(1, 100000)",
+	} {
+		rs, err := ex.Run(t.Context(), &Prepared{SQL: sql, Limit: 100000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(rs.Rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rs.Truncated || len(b) > 3*limit {
+			t.Errorf("%q: %d bytes of rows, truncated %v; want at most %d, true", sql, len(b), rs.Truncated, 3*limit)
+		}
+	}
+
 	for _, sql := range []string{
 		"SELECT repeat('x', 40000), repeat('y', 40000)", // one row over the bound
 		"SELECT repeat(chr(1), 20000)",                  // 20 KB sent, 120 KB as JSON

@@ -287,6 +287,7 @@ func (e *Executor) run(ctx context.Context, conn *pgx.Conn, prep *Prepared) (*Re
 			break
 		}
 		raw := rows.RawValues()
+		size += len("[],")
 		for _, v := range raw {
 			size += jsonCost(v)
 		}
@@ -395,23 +396,35 @@ func unknownOIDs(tm *pgtype.Map, fds []pgconn.FieldDescription) []uint32 {
 // about oids: arrays of the database's enums, domains and composites. A
 // failure is logged and leaves those columns as text.
 func (e *Executor) lookupArrays(ctx context.Context, conn *pgx.Conn, oids []uint32) arrayTypes {
-	rows, err := conn.Query(ctx, arrayLookup, execMode, oids)
-	if err != nil {
-		e.logFailure("type lookup", err)
-		return nil
-	}
 	at := arrayTypes{}
-	for rows.Next() {
-		var oid, elem int64
-		var delim string
-		if err := rows.Scan(&oid, &elem, &delim); err != nil || len(delim) != 1 {
-			continue
+	// An element type can itself be an array the mapping does not know
+	// (a domain over mood[]): ask again for those, a few levels deep.
+	for range 4 {
+		rows, err := conn.Query(ctx, arrayLookup, execMode, oids)
+		if err != nil {
+			e.logFailure("type lookup", err)
+			return nil
 		}
-		at[uint32(oid)] = arrayInfo{elem: uint32(elem), delim: delim[0]}
-	}
-	if err := rows.Err(); err != nil {
-		e.logFailure("type lookup", err)
-		return nil
+		var next []uint32
+		for rows.Next() {
+			var oid, elem int64
+			var delim string
+			if err := rows.Scan(&oid, &elem, &delim); err != nil || len(delim) != 1 {
+				continue
+			}
+			at[uint32(oid)] = arrayInfo{elem: uint32(elem), delim: delim[0]}
+			if _, seen := at[uint32(elem)]; !seen && !known(conn.TypeMap(), uint32(elem)) && !slices.Contains(next, uint32(elem)) {
+				next = append(next, uint32(elem))
+			}
+		}
+		if err := rows.Err(); err != nil {
+			e.logFailure("type lookup", err)
+			return nil
+		}
+		if len(next) == 0 {
+			break
+		}
+		oids = next
 	}
 	return at
 }
@@ -450,10 +463,11 @@ func tooLarge(limit int, what string) *problem.Problem {
 }
 
 // jsonCost is what a value adds to a result counted against
-// MaxResultBytes: its size as a JSON string with a separator, so that
+// MaxResultBytes: its text as a JSON string with a separator, so that
 // NULLs and empty strings count, and characters JSON escapes count as
-// their escapes (a control character is six bytes). Numbers, booleans and
-// base64 of bytea come out no larger than this, give or take a third.
+// their escapes (a control character is six bytes). What is emitted stays
+// within 3× of the count: booleans inside arrays grow most (f, to false,),
+// numerics in arrays gain quotes, base64 of bytea a third.
 func jsonCost(v []byte) int {
 	if v == nil {
 		return len("null,")

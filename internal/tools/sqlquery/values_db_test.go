@@ -97,7 +97,8 @@ func TestValueMappingDatabaseTypes(t *testing.T) {
 		CREATE TYPE pair AS (a int, b text);
 		CREATE DOMAIN posint2 AS posint;
 		CREATE DOMAIN flag AS bool; CREATE DOMAIN flag2 AS flag;
-		CREATE DOMAIN intarr AS int4[]`); err != nil {
+		CREATE DOMAIN intarr AS int4[];
+		CREATE DOMAIN moods AS mood[]`); err != nil {
 		t.Fatal(err)
 	}
 	tl := newTestTool(t, db.DSN(), 100)
@@ -107,6 +108,8 @@ func TestValueMappingDatabaseTypes(t *testing.T) {
 		`SELECT 5::posint2, ARRAY[5]::posint2[], true::flag2, ARRAY[true]::flag2[], '{1,2}'::intarr, ARRAY['{1,2}'::intarr]`: `[[5,[5],true,[true],[1,2],[[1,2]]]]`,
 		// In the catalog's array category but printed without braces.
 		`SELECT '1 2'::int2vector, '1 2'::oidvector`: `[["1 2","1 2"]]`,
+		// An element that is an array of a database type no column has.
+		`SELECT ARRAY['{ok}'::moods]`: `[[[["ok"]]]]`,
 	} {
 		res, err := tl.Call(context.Background(), mustArgs(t, sql))
 		if err != nil {
