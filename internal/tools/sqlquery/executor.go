@@ -250,7 +250,7 @@ func cleanError(err error) bool {
 func (e *Executor) run(ctx context.Context, conn *pgx.Conn, prep *Prepared) (*ResultSet, error) {
 	pc := conn.PgConn()
 	// BEGIN and the transaction-local settings are fixed, trusted text.
-	// The last four fix the text forms the value mapping reads.
+	// The last five fix the text forms the value mapping reads.
 	begin := fmt.Sprintf("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "+
 		"SET LOCAL statement_timeout = %d; SET LOCAL lock_timeout = %d; "+
 		"SET LOCAL idle_in_transaction_session_timeout = %d; "+
