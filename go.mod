@@ -10,7 +10,6 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // JSON Schema 2020-12 validation of tool arguments
 	github.com/shirou/gopsutil/v4 v4.26.10 // system_metrics
 	go.uber.org/goleak v1.3.0 // tests only: goroutine leak checks
-	golang.org/x/sync v0.25.0 // semaphore: the FIFO concurrency limiter
 	golang.org/x/sys v0.50.0 // openat2 for sandbox_fs_read
 	golang.org/x/text v0.41.0 // English messages of schema validation errors
 	google.golang.org/protobuf v1.33.0 // protoreflect walk of pg_query parse trees
@@ -32,5 +31,6 @@ require (
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	github.com/yusufpapurcu/wmi v1.2.4 // indirect
 	golang.org/x/oauth2 v0.35.0 // indirect
+	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 )

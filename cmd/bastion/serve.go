@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,10 +28,13 @@ in, ASCII-only JSON lines out, logs on stderr only. The server reads until
 EOF; SIGINT or SIGTERM starts a graceful drain, a second signal stops at once.
 
 Flags:
-  --check   validate the configuration and the tools, then exit
+  --check   validate the configuration, build the tools and run their
+            start-up checks (read_only_sql connects to the database),
+            then exit
 
-Exit status: 0 clean drain, 1 abnormal end (stdout failed, forced stop,
-a signal while starting), 2 bad flags or configuration.
+Exit status: 0 clean drain (or --check passed), 1 abnormal end (stdout
+failed, forced stop, a signal while starting, or --check could not use
+the database), 2 bad flags or configuration.
 
 Configuration (environment):
 `
@@ -59,8 +63,13 @@ func serve(ctx context.Context, args []string, e env) int {
 		return exitUsage
 	}
 	log := cfg.NewLogger(e.stderr)
-	srv, closeTools, interrupted, err := startServer(ctx, cfg, log, e.signals)
-	if err != nil {
+	srv, closeTools, interrupted, err := startServer(ctx, cfg, log, e.signals, *check)
+	var dbErr *sqlquery.UnavailableError
+	switch {
+	case errors.As(err, &dbErr):
+		fmt.Fprintf(e.stderr, "bastion serve: MCP_SQL_DSN: the database cannot be used (%s): %s\n", dbErr.Class, sqlquery.Explain(dbErr.Class))
+		return exitFailure
+	case err != nil:
 		fmt.Fprintf(e.stderr, "bastion serve: %v\n", err)
 		return exitUsage
 	}
@@ -89,7 +98,7 @@ func serve(ctx context.Context, args []string, e env) int {
 // can wait up to 5 s for the database, and a signal then must stop it
 // rather than wait in the queue. interrupted reports that one arrived
 // before serving began; the server and its closer are valid either way.
-func startServer(ctx context.Context, cfg *config.Config, log *slog.Logger, signals <-chan os.Signal) (
+func startServer(ctx context.Context, cfg *config.Config, log *slog.Logger, signals <-chan os.Signal, check bool) (
 	srv *session.Server, closeTools func(), interrupted bool, err error,
 ) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -104,15 +113,17 @@ func startServer(ctx context.Context, cfg *config.Config, log *slog.Logger, sign
 			got <- false
 		}
 	}()
-	srv, closeTools, err = newServer(ctx, cfg, log)
+	srv, closeTools, err = newServer(ctx, cfg, log, check)
 	close(stop)
 	interrupted = <-got
 	return srv, closeTools, interrupted, err
 }
 
 // newServer builds the tools the configuration enables and the server that
-// offers them. The returned func releases what the tools hold open.
-func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger) (*session.Server, func(), error) {
+// offers them. The returned func releases what the tools hold open. With
+// check, a database that cannot be used is an *sqlquery.UnavailableError;
+// without, serving starts anyway and the log names the failure's class.
+func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, check bool) (*session.Server, func(), error) {
 	var (
 		tools   []tool.Tool
 		closers []io.Closer
@@ -123,7 +134,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sess
 		}
 	}
 	if cfg.SQLDSN.IsSet() {
-		t, err := newSQLTool(ctx, cfg, log)
+		t, err := newSQLTool(ctx, cfg, log, check)
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -162,19 +173,28 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sess
 	return srv, closeAll, nil
 }
 
-// newSQLTool builds read_only_sql. The database is not required to be up:
-// an unreachable one is logged (without connection details) and each call
-// fails with -32603 until it is.
-func newSQLTool(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sqlquery.Tool, error) {
+// newSQLTool builds read_only_sql and runs its start-up checks. The
+// database is not required to be up to serve: a failure is logged by its
+// class (without connection details) and each call fails with -32603
+// until it is. With check, the failure is returned instead.
+func newSQLTool(ctx context.Context, cfg *config.Config, log *slog.Logger, check bool) (*sqlquery.Tool, error) {
 	policy, err := sqlquery.NewPolicy()
 	if err != nil {
 		return nil, err
 	}
+	var allow []string
+	if cfg.SQLAllowFunctions != "" {
+		if allow, err = sqlquery.ParseFunctionList(cfg.SQLAllowFunctions); err != nil {
+			return nil, fmt.Errorf("MCP_SQL_ALLOW_FUNCTIONS: %w", err)
+		}
+	}
+	log = log.With(slog.String("tool", sqlquery.Name))
 	exec, err := sqlquery.NewExecutor(cfg.SQLDSN.Reveal(), sqlquery.ExecOptions{
 		StatementTimeout: cfg.SQLStatementTimeout,
 		MaxConns:         cfg.SQLPoolMaxSize,
 		MaxResultBytes:   cfg.SQLMaxResultBytes,
-		Logger:           log.With(slog.String("tool", sqlquery.Name)),
+		AllowFunctions:   allow,
+		Logger:           log,
 	})
 	if err != nil {
 		return nil, err
@@ -184,10 +204,22 @@ func newSQLTool(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sql
 		exec.Close()
 		return nil, err
 	}
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	checkCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := exec.Ping(pingCtx); err != nil && ctx.Err() == nil {
-		log.Warn("read_only_sql: the database is not reachable yet; calls fail until it is")
+	unknown, err := exec.Check(checkCtx)
+	var dbErr *sqlquery.UnavailableError
+	switch {
+	case ctx.Err() != nil:
+		// Interrupted while starting: the caller reports it.
+	case errors.As(err, &dbErr) && check:
+		exec.Close()
+		return nil, err
+	case errors.As(err, &dbErr):
+		log.Warn("the database cannot be used yet; calls fail until it can",
+			slog.String("class", dbErr.Class), slog.String("hint", sqlquery.Explain(dbErr.Class)))
+	}
+	for _, fn := range unknown {
+		log.Warn("MCP_SQL_ALLOW_FUNCTIONS names a function the database does not have", slog.String("function", fn))
 	}
 	return t, nil
 }

@@ -39,6 +39,7 @@ type Config struct {
 	SQLStatementTimeout time.Duration
 	SQLPoolMaxSize      int32
 	SQLMaxResultBytes   int
+	SQLAllowFunctions   string // "" when unset; read_only_sql parses it
 	FSMaxBytes          int64
 	LogLevel            slog.Level
 	LogFormat           string // "json" or "text"
@@ -91,6 +92,7 @@ const (
 	kindInt
 	kindMillis
 	kindEnum
+	kindList
 )
 
 // variable is one row of the table.
@@ -123,7 +125,7 @@ var table = []variable{
 		set: func(c *Config, _ string, n int64) { c.DrainGrace = ms(n) }},
 	{name: "MCP_MAX_FRAME_BYTES", kind: kindInt, def: "1048576", min: 1024, max: 64 << 20, help: "largest stdin line",
 		set: func(c *Config, _ string, n int64) { c.MaxFrameBytes = int(n) }},
-	{name: "MCP_SQL_MAX_ROWS", kind: kindInt, def: "1000", min: 1, max: 100_000, help: "clamp for the outer LIMIT of read_only_sql",
+	{name: "MCP_SQL_MAX_ROWS", kind: kindInt, def: "1000", min: 1, max: 100_000, help: "most rows read_only_sql returns (default and ceiling of max_rows)",
 		set: func(c *Config, _ string, n int64) { c.SQLMaxRows = n }},
 	{name: "MCP_SQL_STATEMENT_TIMEOUT_MS", kind: kindMillis, def: "10000", min: 1, max: 3_600_000, help: "transaction-local statement_timeout",
 		set: func(c *Config, _ string, n int64) { c.SQLStatementTimeout = ms(n) }},
@@ -131,6 +133,8 @@ var table = []variable{
 		set: func(c *Config, _ string, n int64) { c.SQLPoolMaxSize = int32(n) }},
 	{name: "MCP_SQL_MAX_RESULT_BYTES", kind: kindInt, def: "1048576", min: 1024, max: 64 << 20, help: "largest read_only_sql result, its values counted as JSON strings",
 		set: func(c *Config, _ string, n int64) { c.SQLMaxResultBytes = int(n) }},
+	{name: "MCP_SQL_ALLOW_FUNCTIONS", kind: kindList, help: "VOLATILE functions of the database read_only_sql may call, comma-separated, each schema.function",
+		set: func(c *Config, v string, _ int64) { c.SQLAllowFunctions = v }},
 	{name: "MCP_FS_MAX_BYTES", kind: kindInt, def: "1048576", min: 1, max: 64 << 20, help: "largest file sandbox_fs_read returns",
 		set: func(c *Config, _ string, n int64) { c.FSMaxBytes = n }},
 	{name: "MCP_LOG_LEVEL", kind: kindEnum, def: "info", enum: []string{"debug", "info", "warn", "error"}, help: "log level (stderr only)",
@@ -265,6 +269,8 @@ func WriteHelp(w io.Writer) error {
 			rng = fmt.Sprintf("%d..%d ms", v.min, v.max)
 		case kindEnum:
 			rng = strings.Join(v.enum, "|")
+		case kindList:
+			rng = "schema.fn,…"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.name, def, rng, v.help)
 	}
@@ -287,6 +293,7 @@ func (c *Config) LogAttrs() []slog.Attr {
 		slog.Duration("sql_statement_timeout", c.SQLStatementTimeout),
 		slog.Int("sql_pool_max_size", int(c.SQLPoolMaxSize)),
 		slog.Int("sql_max_result_bytes", c.SQLMaxResultBytes),
+		slog.Bool("sql_allow_functions", c.SQLAllowFunctions != ""),
 		slog.Int64("fs_max_bytes", c.FSMaxBytes),
 	}
 }

@@ -103,6 +103,7 @@ func TestValidValues(t *testing.T) {
 		{"MCP_SQL_STATEMENT_TIMEOUT_MS=1", func(c *Config) bool { return c.SQLStatementTimeout == time.Millisecond }},
 		{"MCP_SQL_POOL_MAX_SIZE=64", func(c *Config) bool { return c.SQLPoolMaxSize == 64 }},
 		{"MCP_SQL_MAX_RESULT_BYTES=1024", func(c *Config) bool { return c.SQLMaxResultBytes == 1024 }},
+		{"MCP_SQL_ALLOW_FUNCTIONS=app.f,\"App\".g", func(c *Config) bool { return c.SQLAllowFunctions == `app.f,"App".g` }},
 		{"MCP_FS_MAX_BYTES=1", func(c *Config) bool { return c.FSMaxBytes == 1 }},
 		{"MCP_LOG_LEVEL=debug", func(c *Config) bool { return c.LogLevel == slog.LevelDebug }},
 		{"MCP_LOG_LEVEL=warn", func(c *Config) bool { return c.LogLevel == slog.LevelWarn }},
@@ -138,9 +139,11 @@ func TestInvalidValues(t *testing.T) {
 		"MCP_SQL_STATEMENT_TIMEOUT_MS": append([]string{"0", "3600001"}, ints...),
 		"MCP_SQL_POOL_MAX_SIZE":        append([]string{"0", "65", "4294967297"}, ints...),
 		"MCP_SQL_MAX_RESULT_BYTES":     append([]string{"1023", "0", "67108865", "1MiB"}, ints...),
-		"MCP_FS_MAX_BYTES":             append([]string{"0", "67108865"}, ints...),
-		"MCP_LOG_LEVEL":                {"INFO", "Info", "verbose", "trace", "warning", "info ", "0"},
-		"MCP_LOG_FORMAT":               {"JSON", "logfmt", "text ", "console"},
+		// The list's own syntax is read_only_sql's to check (sqlquery.ParseFunctionList).
+		"MCP_SQL_ALLOW_FUNCTIONS": {" app.f", "app.f "},
+		"MCP_FS_MAX_BYTES":        append([]string{"0", "67108865"}, ints...),
+		"MCP_LOG_LEVEL":           {"INFO", "Info", "verbose", "trace", "warning", "info ", "0"},
+		"MCP_LOG_FORMAT":          {"JSON", "logfmt", "text ", "console"},
 	}
 	for _, name := range Names() {
 		values, ok := bad[name]
@@ -349,7 +352,7 @@ func TestNames(t *testing.T) {
 	want := []string{
 		"MCP_SAFE_DATA_DIR", "MCP_SQL_DSN", "MCP_METRICS_ENABLED", "MCP_METRICS_DISK_PATH", "MCP_MAX_CONCURRENCY",
 		"MCP_QUEUE_TIMEOUT_MS", "MCP_CALL_TIMEOUT_MS", "MCP_DRAIN_GRACE_MS", "MCP_MAX_FRAME_BYTES", "MCP_SQL_MAX_ROWS",
-		"MCP_SQL_STATEMENT_TIMEOUT_MS", "MCP_SQL_POOL_MAX_SIZE", "MCP_SQL_MAX_RESULT_BYTES", "MCP_FS_MAX_BYTES",
+		"MCP_SQL_STATEMENT_TIMEOUT_MS", "MCP_SQL_POOL_MAX_SIZE", "MCP_SQL_MAX_RESULT_BYTES", "MCP_SQL_ALLOW_FUNCTIONS", "MCP_FS_MAX_BYTES",
 		"MCP_LOG_LEVEL", "MCP_LOG_FORMAT",
 	}
 	if got := Names(); !slices.Equal(got, want) {
@@ -383,6 +386,7 @@ func TestWriteHelp(t *testing.T) {
 		"MCP_SQL_STATEMENT_TIMEOUT_MS": {"10000", "1..3600000 ms"},
 		"MCP_SQL_POOL_MAX_SIZE":        {"4", "1..64"},
 		"MCP_SQL_MAX_RESULT_BYTES":     {"1048576", "1024..67108864"},
+		"MCP_SQL_ALLOW_FUNCTIONS":      {"(unset)", "schema.fn,…"},
 		"MCP_FS_MAX_BYTES":             {"1048576", "1..67108864"},
 		"MCP_LOG_LEVEL":                {"info", "debug|info|warn|error"},
 		"MCP_LOG_FORMAT":               {"json", "json|text"},

@@ -29,7 +29,9 @@ import (
 // harnessFixture completes testdata/policy_fixture.sql with the objects the
 // corpus's writes name (t, mv, p, orders_brin, large object 1234), so that
 // a write that reached the server would find its target rather than fail
-// on a missing name, plus a serial sequence and functions that write.
+// on a missing name, plus a serial sequence and functions that write, and
+// every place where a query can call code of the database without the
+// parse tree naming it (the fx_ objects).
 const harnessFixture = `
 CREATE TABLE t (a int);
 INSERT INTO t VALUES (1), (2), (3);
@@ -42,6 +44,44 @@ CREATE FUNCTION delete_from_t() RETURNS int LANGUAGE sql VOLATILE AS $$ DELETE F
 CREATE FUNCTION bump_order_seq() RETURNS bigint LANGUAGE sql VOLATILE AS $$ SELECT nextval('order_seq') $$;
 SELECT lo_from_bytea(1234, 'large object contents');
 SELECT setval('order_seq', 41);
+
+-- Code the parse tree does not show: functions of the database with side
+-- effects (VOLATILE, as CREATE FUNCTION makes them unless told otherwise)…
+CREATE FUNCTION fx_lock() RETURNS int LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_advisory_lock(7001); RETURN 1; END $$;
+CREATE FUNCTION fx_config() RETURNS int LANGUAGE plpgsql AS $$ BEGIN PERFORM set_config('search_path', 'pg_catalog', false); RETURN 1; END $$;
+CREATE FUNCTION fx_notify() RETURNS int LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_notify('bastion_fx', 'fx'); RETURN 1; END $$;
+CREATE FUNCTION fx_nextval() RETURNS bigint LANGUAGE sql AS $$ SELECT nextval('order_seq') $$;
+CREATE FUNCTION fx_dynamic(q text) RETURNS int LANGUAGE plpgsql AS $$ BEGIN EXECUTE q; RETURN 1; END $$;
+CREATE FUNCTION fx_listen() RETURNS int LANGUAGE plpgsql AS $$ BEGIN EXECUTE 'LISTEN bastion_fx'; RETURN 1; END $$;
+CREATE FUNCTION fx_prepare() RETURNS int LANGUAGE plpgsql AS $$ BEGIN EXECUTE 'PREPARE fx_stmt AS SELECT 1'; RETURN 1; END $$;
+CREATE FUNCTION fx_hold() RETURNS int LANGUAGE plpgsql AS $$ BEGIN EXECUTE 'DECLARE fx_held CURSOR WITH HOLD FOR SELECT 1'; RETURN 1; END $$;
+-- … labels that lie (STABLE, with effects) …
+CREATE FUNCTION fx_lock_stable() RETURNS int LANGUAGE plpgsql STABLE AS $$ BEGIN PERFORM pg_advisory_lock(7002); RETURN 1; END $$;
+CREATE FUNCTION fx_config_stable() RETURNS int LANGUAGE plpgsql STABLE AS $$ BEGIN PERFORM set_config('work_mem', '7MB', false); RETURN 1; END $$;
+CREATE FUNCTION fx_notify_stable() RETURNS int LANGUAGE plpgsql STABLE AS $$ BEGIN PERFORM pg_notify('bastion_fx', 'fx'); RETURN 1; END $$;
+CREATE FUNCTION fx_cursor_stable() RETURNS int LANGUAGE plpgsql STABLE AS $$ DECLARE c refcursor := 'fx_open'; BEGIN OPEN c FOR SELECT 1; RETURN 1; END $$;
+-- … attribute notation: o.fx_total is fx_total(o) …
+CREATE FUNCTION fx_total(orders) RETURNS int LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_advisory_lock(7003); RETURN 1; END $$;
+CREATE FUNCTION fx_total_stable(orders) RETURNS int LANGUAGE plpgsql STABLE AS $$ BEGIN PERFORM pg_advisory_lock(7004); RETURN 1; END $$;
+-- … an operator, a cast and a domain's CHECK backed by such functions …
+CREATE FUNCTION fx_op(int, int) RETURNS bool LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_advisory_lock(7005); RETURN true; END $$;
+CREATE OPERATOR ~~~ (LEFTARG = int, RIGHTARG = int, FUNCTION = fx_op);
+CREATE TYPE fx_mood AS ENUM ('calm');
+CREATE FUNCTION fx_cast(fx_mood) RETURNS int LANGUAGE plpgsql AS $$ BEGIN PERFORM set_config('search_path', 'pg_catalog', true); RETURN 1; END $$;
+CREATE CAST (fx_mood AS int) WITH FUNCTION fx_cast(fx_mood);
+CREATE FUNCTION fx_check(int) RETURNS bool LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_advisory_lock(7006); RETURN true; END $$;
+CREATE DOMAIN fx_checked AS int CHECK (fx_check(VALUE));
+-- … a view whose definition calls one …
+CREATE FUNCTION fx_view_fn() RETURNS int LANGUAGE plpgsql AS $$ BEGIN PERFORM set_config('work_mem', '9MB', false); RETURN 1; END $$;
+CREATE VIEW fx_view AS SELECT fx_view_fn() AS a;
+-- … set-returning functions in FROM …
+CREATE FUNCTION fx_rows() RETURNS SETOF int LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_advisory_lock(7007); RETURN NEXT 1; END $$;
+CREATE FUNCTION fx_rows_stable() RETURNS SETOF int LANGUAGE plpgsql STABLE AS $$ BEGIN PERFORM pg_advisory_lock(7008); RETURN NEXT 1; END $$;
+-- … and an aggregate over one (CREATE AGGREGATE labels it IMMUTABLE).
+CREATE FUNCTION fx_step(int, int) RETURNS int LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_advisory_lock(7009); RETURN coalesce($1, 0) + $2; END $$;
+CREATE AGGREGATE fx_sum(int) (SFUNC = fx_step, STYPE = int);
+-- A function of the database without effects, labelled as it should be.
+CREATE FUNCTION fx_double(int) RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT $1 * 2 $$;
 `
 
 // dbHarness is a fresh database loaded with the policy fixture, in which
@@ -284,8 +324,15 @@ const sessionQuery = `SELECT pg_backend_pid(), concat_ws(E'\n',
   'advisory locks=' || (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'),
   'listening=' || coalesce((SELECT string_agg(c, ',' ORDER BY c) FROM pg_listening_channels() c), ''),
   'temporary schema=' || (pg_my_temp_schema() <> 0),
-  (SELECT string_agg(name || '=' || setting || ' (' || source || ')', E'\n' ORDER BY name) FROM pg_settings))`
+  (SELECT string_agg(name || '=' || setting || ' (' || source || ')', E'\n' ORDER BY name) FROM pg_settings
+    WHERE source <> 'default' OR name NOT LIKE '%.%'))`
 
+// sessionQuery describes a session: its locks, listeners, prepared
+// statements, cursors, temporary schema and every built-in setting. A
+// setting an extension defines (its name has a dot) counts once it is
+// not at its default: PL/pgSQL, loaded the first time a session runs a
+// PL/pgSQL function, adds its settings at their defaults.
+//
 // pooledSession returns the backend pid and the description of the
 // session the executor's pool hands out next. It reads it on that very
 // connection, outside the executor's transaction, so settings a SET LOCAL
@@ -375,11 +422,28 @@ func TestCorpusAgainstDatabase(t *testing.T) {
 	base := h.snapshot(t)
 	basePID, baseSession := pooledSession(t, ex)
 
-	var allowed, denied, serverErrors int
+	var allowed, denied, serverErrors, executorRefused int
 	for i, e := range entries {
 		res, err := tl.Call(t.Context(), toolArgs(t, e.SQL))
-		switch e.Verdict {
-		case "allow":
+		switch {
+		case e.Executor != "":
+			executorRefused++
+			if got := executorRefusal(err); got != e.Executor {
+				t.Errorf("entry %d %q: %v (%s), want refused by the %s check", i, e.SQL, err, got, e.Executor)
+			}
+			if err == nil {
+				break
+			}
+			if e.Executor == "session effect" {
+				// The session is closed, never pooled: a new one
+				// takes its place.
+				if pid, _ := pooledSession(t, ex); pid == basePID {
+					t.Errorf("entry %d %q: the session that held the effect went back to the pool", i, e.SQL)
+				} else {
+					basePID = pid
+				}
+			}
+		case e.Verdict == "allow":
 			allowed++
 			if err == nil {
 				if verr := tool.ValidateOutput(tl, res.Structured); verr != nil {
@@ -410,7 +474,7 @@ func TestCorpusAgainstDatabase(t *testing.T) {
 				// way a refusal, never a write.
 				t.Logf("allowed, refused by the server: %q: %s", e.SQL, prob.Detail)
 			}
-		case "deny":
+		case e.Verdict == "deny":
 			denied++
 			if err == nil {
 				t.Errorf("entry %d %q: ran, want %s", i, e.SQL, e.Code)
@@ -430,6 +494,9 @@ func TestCorpusAgainstDatabase(t *testing.T) {
 		default:
 			t.Fatalf("entry %d: verdict %q", i, e.Verdict)
 		}
+		// After every entry, whatever it did: the database as it was,
+		// and on the pooled connection no lock, setting, listener,
+		// prepared statement, cursor or temporary object.
 		if d := diffSnapshots(base, h.snapshot(t)); d != "" {
 			t.Fatalf("entry %d %q changed the database:\n%s", i, e.SQL, d)
 		}
@@ -444,20 +511,42 @@ func TestCorpusAgainstDatabase(t *testing.T) {
 			basePID = pid
 		}
 	}
-	t.Logf("%d corpus entries ran against the database: %d allowed (%d refused by the server), %d denied",
-		len(entries), allowed, serverErrors, denied)
+	if executorRefused < 20 {
+		t.Errorf("only %d corpus entries hide code from the tree; the hiding places are not all covered", executorRefused)
+	}
+	t.Logf("%d corpus entries ran against the database: %d allowed (%d refused by the server), %d refused by the executor's checks, %d denied",
+		len(entries), allowed, serverErrors, executorRefused, denied)
+}
+
+// executorRefusal names the executor check that refused err: "catalog",
+// "session effect", or err itself when neither did.
+func executorRefusal(err error) string {
+	var prob *problem.Problem
+	switch {
+	case err == nil:
+		return "no refusal"
+	case !errors.As(err, &prob) || prob.Code != problem.QueryViolation:
+		return fmt.Sprintf("not a refusal: %v", err)
+	case prob.Metadata["function"] != nil:
+		return "catalog"
+	case prob.Metadata["session_effects"] != nil:
+		return "session effect"
+	}
+	return "another refusal: " + prob.Detail
 }
 
 // directRun is what the database does with each denied corpus entry when
 // it is sent straight to the executor, bypassing the policy: the second
 // line of defence on its own. Outcomes are a SQLSTATE; "one statement"
-// (42601, the extended protocol refuses a second command); "internal" (an
-// error the executor does not map, reported as an infrastructure fault,
-// connection discarded); "ok" (ran, on the same pooled session, and left
-// nothing behind); "ok, discarded" (ran, and the executor then discarded
-// the session because state survived the rollback). Alternatives are
-// separated by "|". Whatever the outcome, the database and the pooled
-// session must be unchanged afterwards.
+// (42601, the extended protocol refuses a second command); "not a query"
+// (42601, the statement is no query a cursor can be declared for);
+// "session effect" (the session-effect check refused the call);
+// "internal" (an error the executor does not map, reported as an
+// infrastructure fault, connection discarded); "ok" (ran, on the same
+// pooled session, and left nothing behind); "ok, discarded" (ran, and the
+// executor then discarded the session). Alternatives are separated by
+// "|". Whatever the outcome, the database and the pooled session must be
+// unchanged afterwards.
 //
 // The login role owns every object of the fixture, so a write is stopped
 // by the transaction, not by a missing grant; only what needs superuser or
@@ -468,20 +557,18 @@ var directRun = []struct {
 	sqls    []string
 }{
 	{"one statement", "the extended protocol carries exactly one statement", []string{
-		"COMMIT; DROP SCHEMA public CASCADE;",
 		"SELECT 1; SELECT 2",
 		"SELECT 1; DELETE FROM orders",
-		"SET TRANSACTION READ WRITE; SELECT 1",
-		"ROLLBACK; INSERT INTO t VALUES (1)",
 		"SELECT 1; COMMIT",
 		"SELECT '\\' ; DROP TABLE t; -- '",
 		"SELECT $$a$$; SELECT $$b$$",
-		"SET TRANSACTION READ WRITE; DELETE FROM orders",
-		"COMMIT; SET TRANSACTION READ WRITE; DELETE FROM orders",
 		"SELECT 1 --\n; DELETE FROM orders",
 		"select/**/1;/**/delete from orders",
 	}},
-	{"25006", "the read-only transaction refuses every write", []string{
+	{"not a query", "the query runs as DECLARE … CURSOR FOR, whose grammar takes a query only: any other statement is a syntax error before anything runs", []string{
+		"COMMIT; DROP SCHEMA public CASCADE;",
+		"SET TRANSACTION READ WRITE; SELECT 1",
+		"ROLLBACK; INSERT INTO t VALUES (1)",
 		"INSERT INTO t VALUES (1)",
 		"UPDATE t SET a = 1",
 		"DELETE FROM orders",
@@ -498,6 +585,7 @@ var directRun = []struct {
 		"CREATE INDEX ON orders (amount)",
 		"CREATE ROLE evil SUPERUSER",
 		"ALTER TABLE t ADD COLUMN c int",
+		"ALTER SYSTEM SET fsync = off",
 		"ALTER ROLE mcp_reader SET default_transaction_read_only = off",
 		"GRANT SELECT ON orders TO PUBLIC",
 		"REVOKE SELECT ON orders FROM PUBLIC",
@@ -506,15 +594,62 @@ var directRun = []struct {
 		"ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO PUBLIC",
 		"REASSIGN OWNED BY a TO b",
 		"DROP OWNED BY a",
+		"SET search_path = evil, public",
+		"SET LOCAL statement_timeout = 0",
+		"SET TRANSACTION READ WRITE",
+		"SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE",
+		"SET ROLE postgres",
+		"RESET ALL",
+		"SHOW search_path",
+		"COPY t TO PROGRAM 'id'",
+		"COPY t FROM '/etc/passwd'",
+		"COPY (SELECT 1) TO STDOUT",
+		"DO $$ BEGIN PERFORM pg_sleep(1); END $$",
 		"CALL p()",
+		"LISTEN ch",
+		"NOTIFY ch, 'x'",
+		"UNLISTEN *",
+		"PREPARE p AS SELECT 1",
+		"EXECUTE p",
+		"DEALLOCATE ALL",
+		"DECLARE c CURSOR FOR SELECT 1",
+		"FETCH NEXT FROM c",
+		"MOVE NEXT IN c",
+		"CLOSE c",
+		"LOCK TABLE orders IN ACCESS EXCLUSIVE MODE",
+		"VACUUM",
+		"VACUUM FULL orders",
+		"ANALYZE orders",
+		"CLUSTER orders USING orders_pkey",
+		"REINDEX TABLE orders",
+		"CHECKPOINT",
+		"DISCARD ALL",
+		"LOAD 'auto_explain'",
+		"EXPLAIN SELECT 1",
 		"EXPLAIN ANALYZE DELETE FROM orders",
-		"WITH d AS (DELETE FROM orders RETURNING *) SELECT * FROM d",
-		"WITH i AS (INSERT INTO t VALUES (1) RETURNING *) SELECT * FROM i",
-		"WITH u AS (UPDATE t SET a = 1 RETURNING *) SELECT 1",
-		"WITH a AS (SELECT 1), b AS (DELETE FROM t RETURNING a) SELECT * FROM a",
-		"SELECT 1 INTO x",
-		"SELECT * INTO TEMP t2 FROM t",
-		"SELECT * INTO UNLOGGED t3 FROM t",
+		"EXPLAIN (ANALYZE, BUFFERS) SELECT 1",
+		"BEGIN",
+		"START TRANSACTION READ WRITE",
+		"COMMIT",
+		"ROLLBACK",
+		"END",
+		"ABORT",
+		"SAVEPOINT s",
+		"RELEASE SAVEPOINT s",
+		"ROLLBACK TO SAVEPOINT s",
+		"PREPARE TRANSACTION 'x'",
+		"COMMIT PREPARED 'x'",
+		"SET CONSTRAINTS ALL DEFERRED",
+		"WITH m AS (MERGE INTO t USING (SELECT 1 AS a) s ON t.a = s.a WHEN MATCHED THEN DELETE RETURNING t.*) SELECT * FROM m",
+		";",
+		"SELEC 1",
+		"SELECT FROM WHERE",
+		"SET TRANSACTION READ WRITE; DELETE FROM orders",
+		"COMMIT; SET TRANSACTION READ WRITE; DELETE FROM orders",
+		"EXPLAIN ANALYZE WITH d AS (DELETE FROM orders RETURNING *) SELECT * FROM d",
+		"COPY (SELECT 1) TO PROGRAM 'id'",
+	}},
+	{"25006", "the read-only transaction refuses every write a query can make", []string{
 		"SELECT * FROM orders FOR UPDATE",
 		"SELECT * FROM orders FOR NO KEY UPDATE",
 		"SELECT * FROM orders FOR SHARE",
@@ -527,32 +662,34 @@ var directRun = []struct {
 		"SELECT nextval('order_seq')",
 		"SELECT setval('order_seq', 1)",
 		"SELECT 1 FROM orders WHERE id IN (SELECT nextval('order_seq'))",
-		"EXPLAIN ANALYZE WITH d AS (DELETE FROM orders RETURNING *) SELECT * FROM d",
 		"SELECT * FROM orders WHERE id = (SELECT setval('order_seq', 1))",
 		"VALUES (nextval('order_seq'))",
 		"SELECT * FROM ROWS FROM (nextval('order_seq'))",
 	}},
-	{"0A000", "PostgreSQL refuses the construct itself", []string{
+	{"0A000", "PostgreSQL refuses the construct itself; a cursor refuses a WITH that modifies data", []string{
+		"WITH d AS (DELETE FROM orders RETURNING *) SELECT * FROM d",
+		"WITH i AS (INSERT INTO t VALUES (1) RETURNING *) SELECT * FROM i",
+		"WITH u AS (UPDATE t SET a = 1 RETURNING *) SELECT 1",
 		"SELECT * FROM (WITH d AS (DELETE FROM t RETURNING a) SELECT a FROM d) s",
+		"WITH a AS (SELECT 1), b AS (DELETE FROM t RETURNING a) SELECT * FROM a",
 		"WITH x AS (WITH d AS (DELETE FROM t RETURNING a) SELECT a FROM d) SELECT * FROM x",
 		"SELECT 1 UNION ALL (WITH d AS (DELETE FROM t RETURNING a) SELECT a FROM d)",
 		"(SELECT id FROM orders FOR UPDATE) UNION SELECT 2",
 		"SELECT mydb.pg_catalog.pg_sleep(1)",
 		"SELECT query_to_xml('DELETE FROM orders RETURNING 1', true, false, '')",
 	}},
-	{"42601", "syntax PostgreSQL 15 does not accept", []string{
-		"WITH m AS (MERGE INTO t USING (SELECT 1 AS a) s ON t.a = s.a WHEN MATCHED THEN DELETE RETURNING t.*) SELECT * FROM m",
+	{"42601", "not valid SQL, or SELECT … INTO, which a cursor refuses", []string{
+		"SELECT 1 INTO x",
+		"SELECT * INTO TEMP t2 FROM t",
+		"SELECT * INTO UNLOGGED t3 FROM t",
 		"VALUES (DEFAULT)",
-		"SELEC 1",
-		"SELECT FROM WHERE",
+		"",
+		"   \n\t ",
+		"-- only a comment",
+		"/* only a comment */",
 		"SELECT 'unterminated",
 	}},
 	{"42501", "needs superuser or a predefined role the login role lacks", []string{
-		"SET ROLE postgres",
-		"COPY t TO PROGRAM 'id'",
-		"COPY t FROM '/etc/passwd'",
-		"CHECKPOINT",
-		"LOAD 'auto_explain'",
 		"SELECT lo_import('/etc/passwd')",
 		"SELECT lo_export(1234, '/tmp/x')",
 		"SELECT pg_read_file('/etc/passwd')",
@@ -572,13 +709,11 @@ var directRun = []struct {
 		"SELECT pg_create_restore_point('x')",
 		"SELECT pg_stat_reset()",
 		"SELECT * FROM pg_read_file('/etc/passwd')",
-		"COPY (SELECT 1) TO PROGRAM 'id'",
 	}},
 	{"42501|57014", "cancels its own session (57014) if it reaches it before a superuser's (42501)", []string{
 		"SELECT pg_cancel_backend(pid) FROM pg_stat_activity",
 	}},
 	{"57014", "the transaction-local statement_timeout", []string{
-		"DO $$ BEGIN PERFORM pg_sleep(1); END $$",
 		"SELECT pg_sleep(1)",
 		"SELECT pg_sleep_for('1 second')",
 		"SELECT pg_sleep_until(now() + interval '1 second')",
@@ -617,7 +752,9 @@ var directRun = []struct {
 		"SELECT * FROM dblink('host=evil', 'SELECT 1') AS r(a int)",
 		"SELECT http_get('http://169.254.169.254/')",
 	}},
-	{"42804", "type mismatch", []string{"VALUES (1), (pg_sleep(1))"}},
+	{"42804", "type mismatch", []string{
+		"VALUES (1), (pg_sleep(1))",
+	}},
 	{"42846", "void cannot be cast", []string{
 		"SELECT 1 LIMIT (SELECT pg_sleep(1)::int)",
 		"SELECT 1 OFFSET (SELECT pg_sleep(1)::int)",
@@ -628,94 +765,51 @@ var directRun = []struct {
 		"SELECT ARRAY[pg_sleep(1)]",
 		"SELECT loread(0, 10)",
 	}},
-	{"42P18", "parameter type unknown", []string{"SELECT 1 OFFSET $2"}},
-	{"2201W", "negative LIMIT", []string{"SELECT 1 LIMIT -1"}},
-	{"55000", "prepared transactions are disabled (max_prepared_transactions is 0)", []string{"PREPARE TRANSACTION 'x'"}},
-	{"3F000", "no such schema", []string{"SELECT evil.pg_sleep(1)"}},
-	{"ok, discarded", "a prepared statement is not transactional: it survives the rollback, so the executor discards the session", []string{
-		"PREPARE p AS SELECT 1",
+	{"42P18", "parameter type unknown", []string{
+		"SELECT 1 OFFSET $2",
 	}},
-	{"internal", "refused by the server or pgx with an error the executor does not map; session discarded", []string{
-		"ALTER SYSTEM SET fsync = off", // 25001: not in a transaction block
-		"VACUUM",                       // 25001
-		"VACUUM FULL orders",           // 25001
-		"DISCARD ALL",                  // 25001
-		"FETCH NEXT FROM c",            // 34000: no such cursor
-		"MOVE NEXT IN c",               // 34000
-		"CLOSE c",                      // 34000
-		"SELECT cursor_to_xml('c', 1, true, false, '')", // 34000
-		"EXECUTE p",                                     // 26000: no such prepared statement
-		"RELEASE SAVEPOINT s",                           // 3B001
-		"ROLLBACK TO SAVEPOINT s",                       // 3B001
-		"COMMIT PREPARED 'x'",                           // 55000
-		"SELECT $1",                                     // pgx: one argument expected
-		"SELECT * FROM t WHERE a = $1",                  // pgx
-		"SELECT 1 LIMIT $1",                             // pgx
-		"SELECT 1\x00; DROP TABLE t",                    // 08P01: the NUL ends the query text in the protocol message
-		"SELECT pg_terminate_backend(pg_backend_pid())", // 57P01: the session ends itself
+	{"3F000", "no such schema", []string{
+		"SELECT evil.pg_sleep(1)",
 	}},
-	{"ok", "allowed in a read-only transaction; the rollback undoes it", []string{
-		"SET search_path = evil, public",
-		"SET LOCAL statement_timeout = 0",
-		"SET TRANSACTION READ WRITE", // before the first query: the transaction turns read-write, and ends with this one statement
-		"SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE",
-		"RESET ALL",
-		"SHOW search_path",
-		"COPY (SELECT 1) TO STDOUT",
-		"LISTEN ch",
-		"NOTIFY ch, 'x'",
-		"UNLISTEN *",
-		"DEALLOCATE ALL",
-		"DECLARE c CURSOR FOR SELECT 1",
-		"LOCK TABLE orders IN ACCESS EXCLUSIVE MODE",
-		"ANALYZE orders",                   // owners may; rewrites pg_statistic, rolled back
-		"CLUSTER orders USING orders_pkey", // owners may; the new file is rolled back
-		"REINDEX TABLE orders",             // owners may; the new file is rolled back
-		"EXPLAIN SELECT 1",
-		"EXPLAIN (ANALYZE, BUFFERS) SELECT 1",
-		"BEGIN",
-		"START TRANSACTION READ WRITE",
-		"COMMIT", // commits the empty read-only transaction
-		"ROLLBACK",
-		"END",
-		"ABORT",
-		"SAVEPOINT s",
-		"SET CONSTRAINTS ALL DEFERRED",
+	{"session effect", "the session-effect check sees an advisory lock or a changed setting inside the transaction: the call is refused and the session discarded", []string{
+		"SELECT database_to_xml(true, false, '')", // it reads fx_view, whose function changes a setting
 		"SELECT E'\\'', set_config('default_transaction_read_only', 'off', false) -- '",
 		"SELECT '\\', set_config('default_transaction_read_only', 'off', false) -- '",
-		"SELECT lo_get(1234)",
+		"SELECT pg_advisory_lock(1)",
+		"SELECT pg_try_advisory_lock(1)",
 		"SELECT pg_advisory_xact_lock_shared(1)",
 		"SELECT pg_try_advisory_xact_lock(1, 2)",
-		"SELECT pg_advisory_unlock_all()",
-		"SELECT pg_terminate_backend(1)",
 		"SELECT set_config('default_transaction_read_only', 'off', false)",
 		"SELECT set_config('search_path', 'evil', true)",
+		"SELECT pg_advisory_lock(hashtext('x'))",
+		"SELECT pg_advisory_lock_shared(1, 2)",
 		"SELECT pg_catalog.set_config('search_path', 'evil', false)",
+	}},
+	{"internal", "refused by the server or pgx with an error the executor does not map; session discarded", []string{
+		"SELECT cursor_to_xml('c', 1, true, false, '')",
+		"SELECT $1",
+		"SELECT * FROM t WHERE a = $1",
+		"SELECT 1 LIMIT $1",
+		"SELECT 1\x00; DROP TABLE t",
+		"SELECT pg_terminate_backend(pg_backend_pid())",
+	}},
+	{"ok", "allowed in a read-only transaction, and undone by the rollback: NOTIFY waits for a commit that never comes, and a transaction id or a sibling backend's signal changes nothing the session keeps", []string{
+		"SELECT lo_get(1234)",
+		"SELECT pg_advisory_unlock_all()",
+		"SELECT pg_terminate_backend(1)",
 		"SELECT pg_notify('ch', 'x')",
-		"SELECT txid_current()", // assigns a transaction id: the xid counter advances
+		"SELECT txid_current()",
 		"SELECT query_to_xml_and_xmlschema('SELECT 1', true, false, '')",
 		"SELECT table_to_xml('orders', true, false, '')",
-		"SELECT database_to_xml(true, false, '')",
 		"SELECT * FROM ts_stat('SELECT to_tsvector(name) FROM customers')",
 		"SELECT brin_summarize_new_values('orders_brin')",
 		"SELECT xmlexists('/a' PASSING BY REF ('<a/>'::xml))",
 		"SELECT * FROM XMLTABLE('/r' PASSING ('<r/>'::xml) COLUMNS id int PATH 'id')",
-		"",
-		"   \n\t ",
-		";",
-		"-- only a comment",
-		"/* only a comment */",
 	}},
 	{"ok|25006", "PostgreSQL 15 lets large-object functions write in a read-only transaction (16 refuses them); the rollback undoes them", []string{
 		"SELECT lo_unlink(1234)",
 		"SELECT lo_put(1234, 0, 'x')",
 		"SELECT lo_from_bytea(0, 'x')",
-	}},
-	{"ok, discarded", "a session-level advisory lock survives the rollback: the executor must discard the session", []string{
-		"SELECT pg_advisory_lock(1)",
-		"SELECT pg_try_advisory_lock(1)",
-		"SELECT pg_advisory_lock(hashtext('x'))",
-		"SELECT pg_advisory_lock_shared(1, 2)",
 	}},
 }
 
@@ -741,6 +835,12 @@ func directOutcome(err error, discarded bool) string {
 	state, _ := prob.Metadata["sqlstate"].(string)
 	if state == "42601" && strings.Contains(prob.Detail, "cannot insert multiple commands") {
 		return "one statement"
+	}
+	if state == "42601" && strings.Contains(prob.Detail, "syntax error at or near") {
+		return "not a query"
+	}
+	if _, ok := prob.Metadata["session_effects"]; ok {
+		return "session effect"
 	}
 	if state == "" {
 		return "problem without SQLSTATE: " + string(prob.Code)
@@ -787,7 +887,8 @@ func TestDeniedCorpusBypassingPolicy(t *testing.T) {
 		case !known:
 			t.Logf("entry %d %q sent straight to the executor: %s (%v); add it to directRun", i, e.SQL, got, err)
 		}
-		if got == "25006" || got == "one statement" {
+
+		if got == "25006" || got == "one statement" || got == "not a query" || got == "session effect" {
 			writesStopped++
 		}
 		if d := diffSnapshots(base, h.snapshot(t)); d != "" {
@@ -808,7 +909,7 @@ func TestDeniedCorpusBypassingPolicy(t *testing.T) {
 	for sql := range want {
 		t.Errorf("directRun lists %q, which is not a denied corpus entry", sql)
 	}
-	t.Logf("%d denied entries sent straight to the executor; %d writes stopped by the read-only transaction or the one-statement protocol", ran, writesStopped)
+	t.Logf("%d denied entries sent straight to the executor; %d stopped by the read-only transaction, the one-statement protocol, the cursor or the session-effect check", ran, writesStopped)
 }
 
 // repairSession undoes the session state of knownSessionGaps on the

@@ -296,11 +296,17 @@ func (g *sqlGen) selectStmt(top bool) string {
 	if g.chance(0.4) {
 		b.WriteString(" WHERE " + g.expr() + " IS NOT NULL")
 	}
-	if g.chance(0.2) {
+	ordered := g.chance(0.2)
+	if ordered {
 		b.WriteString(" ORDER BY " + g.pick("1", g.expr()))
 	}
-	if g.chance(0.3) {
-		b.WriteString(" LIMIT " + g.pick("1", "5", "100000", "ALL", "(SELECT 2)"))
+	switch {
+	case ordered && g.chance(0.3):
+		b.WriteString(" " + g.pick("FETCH FIRST 1 ROW WITH TIES", "OFFSET 1 FETCH FIRST 2 ROWS WITH TIES", "FETCH FIRST (SELECT 2) ROWS WITH TIES"))
+	case g.chance(0.3):
+		b.WriteString(" LIMIT " + g.pick("1", "5", "100000", "ALL", "(SELECT 2)", "2 OFFSET 1", "NULL"))
+	case g.chance(0.1):
+		b.WriteString(" OFFSET " + g.pick("1", "3", "(SELECT 1)"))
 	}
 	if g.chance(0.1) {
 		b.WriteString(" " + g.pick("FOR UPDATE", "FOR SHARE", "FOR NO KEY UPDATE", "FOR KEY SHARE", "FOR UPDATE SKIP LOCKED", "FOR SHARE NOWAIT"))

@@ -22,11 +22,20 @@
 //
 // # What runs
 //
-// The outer LIMIT is rewritten to a deterministic value and the SQL to run
-// is regenerated from the checked tree (deparse; comments cannot survive).
-// That SQL is parsed and checked a second time, must give back the same
-// tree, and must contain no comment token. See [Prepared] for the limit
-// rule and the probe row that tells whether the clamp cut rows.
+// The SQL to run is regenerated from the checked tree (deparse; comments
+// cannot survive), parsed and checked a second time, must give back the
+// same tree, and must contain no comment token. The query's own LIMIT is
+// never rewritten: the executor bounds the rows from outside (see
+// [Prepared]). The functions the tree names are listed for the
+// executor's catalog check ([FuncRef]).
+//
+// # The executor
+//
+// [Executor.Run] runs the regenerated SQL as a cursor in a read-only
+// transaction that is always rolled back, fetches max_rows+1 rows, vets
+// the query's functions against the catalog before it runs (vet.go) and
+// looks, before the rollback, for anything the query left on its session
+// (effects.go). A refusal by either is MCP_QUERY_VIOLATION.
 //
 // # What this is not
 //

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,6 +42,10 @@ type ExecOptions struct {
 	// larger than it is refused with MCP_PAYLOAD_TOO_LARGE, and no single
 	// protocol message may exceed it by more than [messageSlack].
 	MaxResultBytes int
+	// AllowFunctions are VOLATILE functions of the database that queries
+	// may call nonetheless, each schema-qualified as [ParseFunctionList]
+	// returns them (the catalog check, vet.go).
+	AllowFunctions []string
 	// Logger receives operational logs; nil discards them. It never
 	// receives the DSN, host or user names, or SQL text.
 	Logger *slog.Logger
@@ -49,9 +54,14 @@ type ExecOptions struct {
 // Executor runs prepared queries in read-only transactions on a pool of
 // connections that default to read-only. It is safe for concurrent use.
 type Executor struct {
-	pool *pgxpool.Pool
-	opts ExecOptions
-	log  *slog.Logger
+	pool   *pgxpool.Pool
+	opts   ExecOptions
+	log    *slog.Logger
+	allow  map[qualifiedName]struct{}
+	vetted vetCache
+	// conns maps each pooled *pgconn.PgConn to its *connState; an entry
+	// goes when its connection is closed.
+	conns sync.Map
 }
 
 // DefaultMaxResultBytes is the result size bound unless
@@ -87,6 +97,14 @@ func NewExecutor(dsn string, opts ExecOptions) (*Executor, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	allow := make(map[qualifiedName]struct{}, len(opts.AllowFunctions))
+	for _, s := range opts.AllowFunctions {
+		parts, err := parseQualified(s)
+		if err != nil {
+			return nil, fmt.Errorf("MCP_SQL_ALLOW_FUNCTIONS: %w", err)
+		}
+		allow[qualifiedName{parts[0], parts[1]}] = struct{}{}
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgx's parse errors quote the connection string.
@@ -114,18 +132,21 @@ func NewExecutor(dsn string, opts ExecOptions) (*Executor, error) {
 			return err
 		}
 		if ro != "on" {
-			return errors.New("sqlquery: connection did not start read-only")
+			return errNotReadOnly
 		}
 		// pgx reads a whole data row into memory before the result
 		// loop can count it; this bounds that row.
 		c.PgConn().Frontend().SetMaxBodyLen(opts.MaxResultBytes + messageSlack)
 		return nil
 	}
+	e := &Executor{opts: opts, log: log, allow: allow}
+	cfg.BeforeClose = func(c *pgx.Conn) { e.conns.Delete(c.PgConn()) }
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, errors.New("MCP_SQL_DSN: cannot build a connection pool")
 	}
-	return &Executor{pool: pool, opts: opts, log: log}, nil
+	e.pool = pool
+	return e, nil
 }
 
 // Close closes the pool.
@@ -134,14 +155,33 @@ func (e *Executor) Close() error {
 	return nil
 }
 
-// Ping checks that a connection can be made, for start-up checks. The
-// error never carries connection details.
-func (e *Executor) Ping(ctx context.Context) error {
-	if err := e.pool.Ping(ctx); err != nil {
-		e.logFailure("ping", err)
-		return errDatabase
+// Check runs the start-up checks `bastion serve` runs, and --check with
+// it: a connection can be made, and its session starts read-only. It
+// also reports the allowed functions (ExecOptions.AllowFunctions) that
+// match no function of the database, which the operator likely misspelt.
+// A failure is an *UnavailableError naming its class, never connection
+// details.
+func (e *Executor) Check(ctx context.Context) (unknownAllowed []string, err error) {
+	conn, err := e.pool.Acquire(ctx)
+	if err != nil {
+		e.logFailure("connect", err)
+		return nil, &UnavailableError{Class: FailureClass(err)}
 	}
-	return nil
+	defer conn.Release()
+	for qn := range e.allow {
+		var n int
+		err := conn.QueryRow(ctx, `SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+WHERE n.nspname OPERATOR(pg_catalog.=) $1 AND p.proname OPERATOR(pg_catalog.=) $2`, execMode, qn.schema, qn.name).Scan(&n)
+		if err != nil {
+			e.logFailure("check", err)
+			return nil, &UnavailableError{Class: FailureClass(err)}
+		}
+		if n == 0 {
+			unknownAllowed = append(unknownAllowed, sqlIdent(qn.schema)+"."+sqlIdent(qn.name))
+		}
+	}
+	slices.Sort(unknownAllowed)
+	return unknownAllowed, nil
 }
 
 // Column describes a result column.
@@ -160,10 +200,20 @@ type ResultSet struct {
 	Truncated bool `json:"truncated"`
 }
 
+// cursorName is the cursor every query runs in. The session-effect check
+// closes it before counting the session's cursors.
+const cursorName = "bastion_rows"
+
 // Run executes prep in a new read-only transaction that is always rolled
-// back. A connection that showed any anomaly is closed instead of being
-// returned to the pool. Errors are *problem.Problem for what the caller
-// caused and plain errors (without connection details) otherwise.
+// back. The query runs as a cursor, and the executor fetches Limit+1 of
+// its rows: the bound applies from outside, so the query itself, its
+// LIMIT, OFFSET or WITH TIES included, is never changed and the rows
+// returned are a prefix of what it returns. Before the rows are handed
+// back, the session-effect check (effects.go) looks for anything the
+// query left on the session; an effect, or any other anomaly, refuses the
+// call or closes the connection instead of returning it to the pool.
+// Errors are *problem.Problem for what the caller caused and plain errors
+// (without connection details) otherwise.
 func (e *Executor) Run(ctx context.Context, prep *Prepared) (*ResultSet, error) {
 	conn, err := e.pool.Acquire(ctx)
 	if err != nil {
@@ -171,7 +221,7 @@ func (e *Executor) Run(ctx context.Context, prep *Prepared) (*ResultSet, error) 
 			return nil, context.Cause(ctx)
 		}
 		e.logFailure("acquire", err)
-		return nil, errDatabase
+		return nil, &UnavailableError{Class: FailureClass(err)}
 	}
 	healthy := false
 	defer func() {
@@ -184,139 +234,292 @@ func (e *Executor) Run(ctx context.Context, prep *Prepared) (*ResultSet, error) 
 		conn.Release()
 	}()
 
-	rs, runErr := e.run(ctx, conn.Conn(), prep)
+	q := &query{e: e, conn: conn.Conn(), pc: conn.Conn().PgConn(), prep: prep}
+	raws, err := q.runAndEnd(ctx, &healthy)
+	if err != nil {
+		return nil, err
+	}
+	return q.result(ctx, raws)
+}
 
+// runAndEnd runs the query and ends its transaction, and sets healthy to
+// whether the connection may go back to the pool. It returns the rows as
+// PostgreSQL sent them.
+func (q *query) runAndEnd(ctx context.Context, healthy *bool) ([][][]byte, error) {
+	raws, runErr := q.run(ctx)
 	// Always roll back, even after success: nothing a query does may
-	// outlive it. The rollback must run even if ctx is already done.
-	rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	// outlive it. The end must run even if ctx is already done.
+	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	pc := conn.Conn().PgConn()
-	// A closed connection has no transaction left: PostgreSQL rolled it
-	// back when the connection went away.
-	if !pc.IsClosed() && pc.TxStatus() != 'I' {
-		if _, err := pc.Exec(rbCtx, "ROLLBACK").ReadAll(); err != nil {
-			e.logFailure("rollback", err)
-			return nil, firstErr(runErr, errDatabase)
+	clean, endErr := q.end(endCtx)
+	*healthy = clean && cleanError(runErr)
+	// An effect the query left outranks whatever else it did.
+	if endErr != nil {
+		return nil, endErr
+	}
+	return raws, runErr
+}
+
+// connState is what a pooled connection's session looks like inside the
+// executor's transaction, read once per connection.
+type connState struct {
+	settings string // settingsExpr
+	schemas  string // current_schemas(true), as text
+}
+
+// query is one run of a prepared query on one connection.
+type query struct {
+	e    *Executor
+	conn *pgx.Conn
+	pc   *pgconn.PgConn
+	prep *Prepared
+
+	settings string // the session's settings when the transaction began
+	declared bool   // the cursor exists
+	fds      []pgconn.FieldDescription
+	seen     int64 // rows fetched, the probe row included
+	cut      bool  // the result bound stopped the fetch
+}
+
+// run begins the transaction, vets the query's functions, declares the
+// cursor and fetches the rows, kept as PostgreSQL sent them.
+func (q *query) run(ctx context.Context) ([][][]byte, error) {
+	e := q.e
+	// A connection's first transaction also reads what its session looks
+	// like inside a transaction: the settings, to compare with at the end
+	// of every call, and the search_path the catalog check resolves
+	// names in. Every call proves at its end that the session is as it
+	// was, so later transactions begin alike, and reading it again
+	// (reading pg_settings costs about half a millisecond of server
+	// time) would find the same.
+	st, known := e.conns.Load(q.pc)
+	begin := e.begin()
+	if !known {
+		begin += "; SELECT " + settingsExpr + ", pg_catalog.current_schemas(true)::pg_catalog.text"
+	}
+	res, err := q.pc.Exec(ctx, begin).ReadAll()
+	if err != nil {
+		return nil, e.classify(ctx, "begin", err)
+	}
+	if !known {
+		last := res[len(res)-1]
+		if len(last.Rows) != 1 || len(last.Rows[0]) != 2 {
+			e.log.Error("database failure", slog.String("step", "begin"), slog.String("cause", "unexpected reply"))
+			return nil, errDatabase
+		}
+		st, _ = e.conns.LoadOrStore(q.pc, &connState{settings: string(last.Rows[0][0]), schemas: string(last.Rows[0][1])})
+	}
+	q.settings = st.(*connState).settings
+	if len(q.prep.Functions) > 0 {
+		if err := e.vet(ctx, q.conn, st.(*connState).schemas, q.prep.Functions); err != nil {
+			return nil, err
 		}
 	}
-	healthy = !pc.IsClosed() && pc.TxStatus() == 'I' && cleanError(runErr) && e.sessionClean(rbCtx, pc)
-	return rs, runErr
+	// The extended protocol carries exactly one statement, whatever the
+	// text holds, and DECLARE takes only a query.
+	if err := execOne(ctx, q.pc, "DECLARE "+cursorName+" NO SCROLL CURSOR FOR "+q.prep.SQL); err != nil {
+		return nil, e.classify(ctx, "declare", err)
+	}
+	q.declared = true
+	return q.fetch(ctx)
 }
 
-// sessionClean checks, after the rollback, for what a rollback does not
-// undo: session-level advisory locks, and the read-only default. The policy
-// refuses every way to cause either; finding one is an anomaly, and the
-// connection is closed rather than reused.
-func (e *Executor) sessionClean(ctx context.Context, pc *pgconn.PgConn) bool {
-	res, err := pc.Exec(ctx, "SELECT count(*) FROM pg_catalog.pg_locks WHERE pid = pg_catalog.pg_backend_pid() AND locktype = 'advisory'; "+
-		"SELECT count(*) FROM pg_catalog.pg_prepared_statements; "+
-		"SHOW default_transaction_read_only").ReadAll()
-	if err != nil || len(res) != 3 || len(res[0].Rows) != 1 || len(res[1].Rows) != 1 || len(res[2].Rows) != 1 {
-		e.logFailure("session check", err)
-		return false
-	}
-	// The pool only ever uses the unnamed statement, so any named
-	// prepared statement was made by a query.
-	locks, prepared, ro := string(res[0].Rows[0][0]), string(res[1].Rows[0][0]), string(res[2].Rows[0][0])
-	if locks != "0" || prepared != "0" || ro != "on" {
-		e.log.Warn("connection discarded: session state survived the rollback",
-			slog.Bool("advisory_locks", locks != "0"), slog.Bool("prepared_statements", prepared != "0"),
-			slog.Bool("read_only_default", ro == "on"))
-		return false
-	}
-	return true
-}
-
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// cleanError reports whether err leaves the connection fit for reuse: no
-// error, or an ordinary SQL error the server reported in an intact session.
-func cleanError(err error) bool {
-	if err == nil {
-		return true
-	}
-	var pgErr *pgconn.PgError
-	var pr *problem.Problem
-	return errors.As(err, &pr) && errors.As(err, &pgErr) && pgErr.Code != "57014"
-}
-
-func (e *Executor) run(ctx context.Context, conn *pgx.Conn, prep *Prepared) (*ResultSet, error) {
-	pc := conn.PgConn()
-	// BEGIN and the transaction-local settings are fixed, trusted text.
-	// The last five fix the text forms the value mapping reads.
-	begin := fmt.Sprintf("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "+
+// begin is BEGIN and the transaction-local settings: fixed, trusted text.
+// Five fix the text forms the value mapping reads; cursor_tuple_fraction
+// 1 makes PostgreSQL plan the cursor as it would plan the query alone, so
+// the rows fetched are the first rows the query itself returns.
+func (e *Executor) begin() string {
+	return fmt.Sprintf("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "+
 		"SET LOCAL statement_timeout = %d; SET LOCAL lock_timeout = %d; "+
 		"SET LOCAL idle_in_transaction_session_timeout = %d; "+
 		"SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, YMD'; SET LOCAL IntervalStyle = 'iso_8601'; "+
-		"SET LOCAL extra_float_digits = 1; SET LOCAL bytea_output = 'hex'",
+		"SET LOCAL extra_float_digits = 1; SET LOCAL bytea_output = 'hex'; SET LOCAL cursor_tuple_fraction = 1",
 		e.opts.StatementTimeout.Milliseconds(), e.opts.LockTimeout.Milliseconds(),
 		(e.opts.StatementTimeout + 5*time.Second).Milliseconds())
-	if _, err := pc.Exec(ctx, begin).ReadAll(); err != nil {
-		return nil, e.classify(ctx, "begin", err)
-	}
-	rows, err := conn.Query(ctx, prep.SQL, execMode, allText)
-	if err != nil {
-		return nil, e.classify(ctx, "query", err)
-	}
-	defer rows.Close()
-	// pgx reuses the descriptions for the next query on the connection,
-	// and the type lookup below is one.
-	fds := slices.Clone(rows.FieldDescriptions())
-	rs := &ResultSet{Columns: make([]Column, len(fds)), Rows: [][]any{}}
-	tm := conn.TypeMap()
-	for i, fd := range fds {
-		rs.Columns[i] = Column{Name: fd.Name, Type: typeName(tm, fd.DataTypeOID)}
-	}
-	// The rows are kept as PostgreSQL sent them and mapped once the
-	// result is complete: an array of one of the database's own types
-	// can only be mapped after a catalog lookup on this connection.
+}
+
+// execOne runs one statement with the extended protocol and reads its
+// result to the end.
+func execOne(ctx context.Context, pc *pgconn.PgConn, sql string) error {
+	_, err := pc.ExecParams(ctx, sql, nil, nil, nil, nil).Close()
+	return err
+}
+
+// fetch reads at most Limit+1 rows of the cursor, and stops at the result
+// bound: once the rows read exceed MaxResultBytes, the fetch is cancelled
+// on the server and the rest of what it already sent is read and
+// dropped, within a second, after which the connection is closed instead.
+func (q *query) fetch(ctx context.Context) ([][][]byte, error) {
+	e := q.e
+	fctx, cancelFetch := context.WithCancel(ctx)
+	defer cancelFetch()
+	rr := q.pc.ExecParams(fctx, fmt.Sprintf("FETCH FORWARD %d FROM %s", q.prep.Limit+1, cursorName), nil, nil, nil, nil)
 	var raws [][][]byte
-	var seen int64
-	size, cut := 0, false
-	for rows.Next() {
-		seen++
-		if seen > prep.Limit {
-			// The probe row: it proves the clamp cut the result.
-			break
+	size := 0
+	for rr.NextRow() {
+		if q.cut {
+			continue // dropping what was sent before the cancel arrived
 		}
-		raw := rows.RawValues()
+		q.seen++
+		if q.seen > q.prep.Limit {
+			// The probe row: it proves rows were cut.
+			continue
+		}
+		raw := rr.Values()
 		size += len("[],")
 		for _, v := range raw {
 			size += jsonCost(v)
 		}
 		if size > e.opts.MaxResultBytes {
-			// Closing rows would read and discard every row left;
-			// stop the query instead. PostgreSQL rolls back the
-			// transaction of a connection that goes away, and Run
-			// discards it.
-			abandon(ctx, pc)
-			if len(raws) == 0 {
-				return nil, tooLarge(e.opts.MaxResultBytes, "a row")
-			}
-			cut = true
-			break
+			q.cut = true
+			q.stopFetch(fctx, cancelFetch)
+			continue
 		}
 		raws = append(raws, copyRow(raw))
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil && !cut {
-		return nil, e.classify(ctx, "query", err)
+	q.fds = slices.Clone(rr.FieldDescriptions())
+	_, err := rr.Close()
+	switch {
+	case q.cut && len(raws) == 0:
+		return nil, tooLarge(e.opts.MaxResultBytes, "a row")
+	case q.cut:
+		// The fetch ended by our cancel (57014), or on its own before
+		// the cancel arrived; either way the rows read are the result.
+		return raws, nil
+	case err != nil:
+		return nil, e.classify(ctx, "fetch", err)
+	}
+	return raws, nil
+}
+
+// stopFetch asks the server to cancel the running fetch and arms a second
+// bound: if the fetch has not ended within a second, cancelling its
+// context makes pgx cancel again and then close the connection.
+func (q *query) stopFetch(ctx context.Context, cancelFetch context.CancelFunc) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_ = q.pc.CancelRequest(cctx) // best effort; the timer below is the bound
+	time.AfterFunc(time.Second, cancelFetch)
+}
+
+// end finishes the transaction: the session-effect check, the rollback and
+// the check after it, in one round trip. clean reports whether the
+// connection may go back to the pool; err refuses the call when the query
+// left an effect on the session, or when the check inside the transaction
+// could not run. A connection that is gone took its session, and whatever
+// the query did to it, with it.
+//
+// After a fetch cut by the result bound the transaction is aborted, or may
+// be by a cancel still on its way, so only the check after the rollback
+// runs: what a query changes only for its transaction (settings, LISTEN)
+// the rollback undoes, and what outlives it (locks, prepared statements)
+// that check sees. If it fails, the connection is closed and the rows
+// read stand.
+func (q *query) end(ctx context.Context) (clean bool, err error) {
+	pc, e := q.pc, q.e
+	if pc.IsClosed() {
+		return false, nil
+	}
+	inTx := pc.TxStatus() == 'T' && !q.cut
+	var sql string
+	switch {
+	case inTx:
+		if q.declared {
+			sql = "CLOSE " + cursorName + "; "
+		}
+		// Whatever outlives a rollback is visible inside the
+		// transaction too, so after it only the canary is read.
+		sql += inTxCheck + "; ROLLBACK; " + readOnlyCanary
+	case pc.TxStatus() == 'I':
+		sql = afterRollbackCheck
+	default:
+		// A failed transaction runs nothing but its end; what it may
+		// have left that a rollback does not undo is seen after it.
+		sql = "ROLLBACK; " + afterRollbackCheck
+	}
+	res, err := pc.Exec(ctx, sql).ReadAll()
+	if err != nil {
+		var pgErr *pgconn.PgError
+		switch {
+		case q.cut:
+			e.logFailure("session check", err)
+			return false, nil
+		case errors.As(err, &pgErr):
+			// The check failed inside the transaction, e.g. on a
+			// statement_timeout the query lowered: fail closed.
+			e.log.Warn("connection discarded: the session check failed", slog.String("sqlstate", pgErr.Code))
+			return false, violation("the query's effect on the database session could not be checked").WithCause(err)
+		}
+		e.logFailure("rollback", err)
+		return false, errDatabase
+	}
+	// The checks are the results with the check's columns (not CLOSE,
+	// ROLLBACK or the canary); the last result is read after the rollback.
+	var checks []*pgconn.Result
+	for _, r := range res {
+		if len(r.FieldDescriptions) == effectColumns {
+			checks = append(checks, r)
+		}
+	}
+	last := res[len(res)-1]
+	if len(checks) != 1 || pc.TxStatus() != 'I' || last.Err != nil || len(last.Rows) != 1 || len(last.Rows[0]) == 0 {
+		e.log.Error("database failure", slog.String("step", "session check"), slog.String("cause", "unexpected reply"))
+		return false, errDatabase
+	}
+	fx, err := readEffects(checks[0])
+	if err != nil {
+		e.logFailure("session check", err)
+		return false, errDatabase
+	}
+	what := fx.found(q.settings, !inTx)
+	readOnly := string(last.Rows[0][len(last.Rows[0])-1]) == "on"
+	if len(what) > 0 {
+		slices.Sort(what)
+		what = slices.Compact(what)
+		e.log.Warn("connection discarded: the query changed the database session", slog.Any("effects", what))
+		return false, effectProblem(what)
+	}
+	if !readOnly {
+		e.log.Warn("connection discarded: the session no longer starts transactions read-only")
+		return false, nil
+	}
+	return true, nil
+}
+
+// cleanError reports whether err leaves the connection fit for reuse: no
+// error, an ordinary SQL error the server reported in an intact session,
+// or a refusal decided here before the query ran.
+func cleanError(err error) bool {
+	if err == nil {
+		return true
+	}
+	var pr *problem.Problem
+	if !errors.As(err, &pr) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code != "57014"
+	}
+	return pr.Cause == nil
+}
+
+// result maps the rows once the transaction is over: an array of one of
+// the database's own types can only be mapped after a catalog lookup,
+// which runs on the same connection when it is still open.
+func (q *query) result(ctx context.Context, raws [][][]byte) (*ResultSet, error) {
+	e, fds := q.e, q.fds
+	tm := q.conn.TypeMap()
+	rs := &ResultSet{Columns: make([]Column, len(fds)), Rows: make([][]any, 0, len(raws))}
+	for i, fd := range fds {
+		rs.Columns[i] = Column{Name: fd.Name, Type: typeName(tm, fd.DataTypeOID)}
 	}
 	var at arrayTypes
 	if oids := unknownOIDs(tm, fds); len(raws) > 0 && len(oids) > 0 {
-		if cut {
-			// This connection is gone with the query; the catalog is
-			// the same from any other.
+		if q.pc.IsClosed() {
 			at = e.lookupArraysFresh(ctx, oids)
 		} else {
-			at = e.lookupArrays(ctx, conn, oids)
+			at = e.lookupArrays(ctx, q.conn, oids)
 		}
 	}
 	for _, raw := range raws {
@@ -331,14 +534,9 @@ func (e *Executor) run(ctx context.Context, conn *pgx.Conn, prep *Prepared) (*Re
 		rs.Rows = append(rs.Rows, row)
 	}
 	rs.RowCount = len(rs.Rows)
-	rs.Truncated = cut || prep.Truncated(seen)
+	rs.Truncated = q.cut || q.prep.Truncated(q.seen)
 	return rs, nil
 }
-
-// allText fetches every column in PostgreSQL's text format (a type
-// missing from the map gets format 0, text): it is the exact value of
-// every type, and the value mapping reads it.
-var allText = pgx.QueryResultFormatsByOID{}
 
 // copyRow copies the values of a row out of pgx's read buffer, which the
 // next row overwrites, into one allocation.
@@ -445,15 +643,6 @@ func (e *Executor) lookupArraysFresh(ctx context.Context, oids []uint32) arrayTy
 	return e.lookupArrays(ctx, c, oids)
 }
 
-// abandon stops the running query on the server and closes the
-// connection without reading the rest of its result.
-func abandon(ctx context.Context, pc *pgconn.PgConn) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	_ = pc.CancelRequest(ctx) // best effort: closing ends the query too, once it next sends
-	_ = pc.Close(ctx)
-}
-
 // tooLarge refuses a result when what (a row, or any message the database
 // sent) alone exceeds limit bytes.
 func tooLarge(limit int, what string) *problem.Problem {
@@ -537,19 +726,15 @@ func (e *Executor) classify(ctx context.Context, step string, err error) error {
 		WithMetadata("sqlstate", pgErr.Code).WithCause(err)
 }
 
-// logFailure logs an infrastructure failure by category and SQLSTATE only:
-// pgx's messages name hosts and users.
+// logFailure logs an infrastructure failure by its class and SQLSTATE
+// only: pgx's messages name hosts and users.
 func (e *Executor) logFailure(step string, err error) {
-	attrs := []any{slog.String("step", step)}
+	attrs := []slog.Attr{slog.String("step", step), slog.String("class", FailureClass(err))}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		attrs = append(attrs, slog.String("sqlstate", pgErr.Code))
-	} else if pgconn.Timeout(err) {
-		attrs = append(attrs, slog.String("cause", "timeout"))
-	} else {
-		attrs = append(attrs, slog.String("cause", "connection"))
 	}
-	e.log.Error("database failure", attrs...)
+	e.log.LogAttrs(context.Background(), slog.LevelError, "database failure", attrs...)
 }
 
 // typeName names a column type: pgx's name for built-in types, else the

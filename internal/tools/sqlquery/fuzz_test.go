@@ -10,9 +10,9 @@ import (
 // not panicking (or crashing the C parser):
 //   - every refusal is a *problem.Problem of code MCP_VALIDATION_ERROR or
 //     MCP_QUERY_VIOLATION, never an internal error;
-//   - every accepted query deparses to exactly one SELECT whose outer
-//     LIMIT is a literal of at most max_rows (+1 for the probe row), with
-//     no comment, and preparing that SQL again returns it unchanged.
+//   - every accepted query deparses to exactly one SELECT with no
+//     comment, its Limit is max_rows, and preparing that SQL again
+//     returns it unchanged, with the same functions to vet.
 //
 // Seeds: testdata/fuzz/FuzzPrepare plus the whole policy corpus.
 func FuzzPrepare(f *testing.F) {

@@ -23,8 +23,9 @@ const (
 	MaxQueryBytesCeiling = 1 << 20
 
 	// MaxRowsCeiling is the largest max_rows [Policy.Prepare] takes. The
-	// probe LIMIT of max_rows+1 then still fits a 32-bit integer literal,
-	// and nobody wants two billion rows through an MCP tool.
+	// executor's FETCH of max_rows+1 rows then still fits the 32-bit
+	// count PostgreSQL's grammar takes, and nobody wants two billion
+	// rows through an MCP tool.
 	MaxRowsCeiling = math.MaxInt32 - 1
 
 	// MaxDepth is the deepest nesting of parse-tree messages accepted
@@ -135,42 +136,47 @@ func NewPolicy(opts ...Option) (*Policy, error) {
 	return p, nil
 }
 
-// Prepared is a query the policy accepted, rewritten for execution.
+// Prepared is a query the policy accepted, regenerated for execution.
 //
-// The executor must run SQL as it is (never the caller's text), read at
-// most Limit rows and hand them to the caller, and, when Probe is set, try
-// to read one more: if that row exists the clamp cut the result and the
-// tool reports truncated: true (see [Prepared.Truncated]).
-//
-// The rule for the outer LIMIT: a literal n (LIMIT n, FETCH FIRST n ROWS
-// ONLY) with n <= max_rows is kept, Limit is n and Probe is false, because
-// the caller asked for at most n rows and nothing was cut. Anything else
-// (no limit, n > max_rows, LIMIT ALL, LIMIT NULL, an expression, WITH
-// TIES) gets Limit = max_rows and Probe = true, and SQL carries LIMIT
-// max_rows+1. OFFSET is kept as written. A negative literal is refused.
+// The executor must run SQL as it is (never the caller's text), hand the
+// caller at most Limit of its rows, and try to read one more: if that row
+// exists the result was cut and the tool reports truncated: true (see
+// [Prepared.Truncated]). The SQL keeps the query's own LIMIT, OFFSET and
+// FETCH … WITH TIES as written: the bound is applied from outside, by the
+// number of rows the executor fetches, so the rows returned are always a
+// prefix of what the query itself returns.
 type Prepared struct {
 	// SQL is the statement to execute: deparsed from the checked tree,
-	// without comments, with the outer LIMIT rewritten.
+	// without comments.
 	SQL string
 	// Limit is the largest number of rows the caller may receive.
 	Limit int64
-	// Probe reports whether SQL's LIMIT is Limit+1, fetched to learn
-	// whether the clamp cut rows.
-	Probe bool
+	// Functions are the functions SQL may call by a name the catalog
+	// could resolve outside pg_catalog and information_schema, for the
+	// executor to vet against the database's catalog (see [FuncRef]).
+	Functions []FuncRef
+}
+
+// FuncRef is a function a query names, as the parser read the name:
+// unquoted identifiers folded to lower case, quoted ones as written.
+// Names qualified with pg_catalog or information_schema are never listed:
+// those schemas hold PostgreSQL's own functions, which the denylist judges.
+type FuncRef struct {
+	// Schema is the schema the call names, "" when unqualified (the
+	// database then searches its search_path).
+	Schema string
+	// Name is the function's name.
+	Name string
+	// Attribute marks a name that is not written as a call but can be
+	// one: the last name of a column reference (c.f) or field selection
+	// ((c).f), which PostgreSQL resolves to f(c) when c has no column f.
+	Attribute bool
 }
 
 // Truncated reports whether a result of which the executor saw rowsSeen
-// rows (at most Limit+1) was cut by the clamp: only a probe row proves it.
+// rows (at most Limit+1) was cut: only the row past Limit proves it.
 func (p *Prepared) Truncated(rowsSeen int64) bool {
-	return p.Probe && rowsSeen > p.Limit
-}
-
-// fetchLimit is the LIMIT that SQL carries.
-func (p *Prepared) fetchLimit() int64 {
-	if p.Probe {
-		return p.Limit + 1
-	}
-	return p.Limit
+	return rowsSeen > p.Limit
 }
 
 // Prepare checks query against the policy and returns the SQL to run with
@@ -191,15 +197,10 @@ func (p *Policy) Prepare(query string, maxRows int64) (*Prepared, error) {
 			return nil, prob
 		}
 	}
-	tree, sel, prob := p.parseOne(query)
+	tree, funcs, prob := p.parseOne(query)
 	if prob != nil {
 		return nil, prob
 	}
-	prep, prob := clampLimit(sel, maxRows)
-	if prob != nil {
-		return nil, prob
-	}
-	// sel is part of tree, so tree now carries the rewritten LIMIT.
 	checked, err := encode(tree)
 	if err != nil {
 		return nil, violation("query could not be regenerated from its parse tree").
@@ -210,6 +211,7 @@ func (p *Policy) Prepare(query string, maxRows int64) (*Prepared, error) {
 		return nil, violation("query could not be regenerated from its parse tree").
 			WithCause(fmt.Errorf("sqlquery: deparse: %w", err))
 	}
+	prep := &Prepared{Limit: maxRows, Functions: funcs}
 	prep.SQL = out
 	if prob := p.recheck(prep, checked); prob != nil {
 		return nil, prob
@@ -295,8 +297,9 @@ func structuralTokens(query string) (int, error) {
 }
 
 // parseOne parses query, requires exactly one SELECT statement and walks
-// its whole tree. It returns the tree and its root statement.
-func (p *Policy) parseOne(query string) (*pg.ParseResult, *pg.SelectStmt, *problem.Problem) {
+// its whole tree. It returns the tree and the functions it names that the
+// catalog must vet.
+func (p *Policy) parseOne(query string) (*pg.ParseResult, []FuncRef, *problem.Problem) {
 	tree, err := pg.Parse(query)
 	if err != nil {
 		var perr *pgparser.Error
@@ -319,19 +322,19 @@ func (p *Policy) parseOne(query string) (*pg.ParseResult, *pg.SelectStmt, *probl
 	if sel == nil {
 		return nil, nil, violation(fmt.Sprintf("statement type %s is not allowed", nodeName(root)))
 	}
-	if prob := p.walk(sel.ProtoReflect(), 1); prob != nil {
+	w := walker{p: p}
+	if prob := w.walk(sel.ProtoReflect(), 1); prob != nil {
 		return nil, nil, prob
 	}
-	return tree, sel, nil
+	return tree, w.funcs, nil
 }
 
 // recheck parses the SQL about to run, checks it like the caller's query,
 // and requires that it is the tree that was checked (locations aside;
-// checked is that tree as encode wrote it), carries the intended LIMIT and
-// no comment. It guards against a deparser that writes something other
-// than what it was given.
+// checked is that tree as encode wrote it) and holds no comment. It guards
+// against a deparser that writes something other than what it was given.
 func (p *Policy) recheck(prep *Prepared, checked []byte) *problem.Problem {
-	tree, sel, prob := p.parseOne(prep.SQL)
+	tree, _, prob := p.parseOne(prep.SQL)
 	if prob != nil {
 		if prob.Code == problem.Validation {
 			// The regenerated text is ours: failing to parse it is a
@@ -339,11 +342,6 @@ func (p *Policy) recheck(prep *Prepared, checked []byte) *problem.Problem {
 			return violation(notFaithful).WithCause(prob)
 		}
 		return prob
-	}
-	if v, ok := constInt(sel.GetLimitCount()); !ok || v != prep.fetchLimit() ||
-		sel.GetLimitOption() != pg.LimitOption_LIMIT_OPTION_COUNT {
-		return violation(notFaithful).
-			WithCause(errors.New("sqlquery: regenerated query lost its LIMIT"))
 	}
 	if enc, err := encode(tree); err != nil || !sameEncoding(tree.ProtoReflect().Descriptor(), enc, checked) {
 		return violation(notFaithful).

@@ -370,8 +370,8 @@ func TestPrepareConcurrent(t *testing.T) {
 }
 
 // TestRecheck feeds the second validation SQL that a faulty deparser
-// could have written for the checked tree of "SELECT 1 LIMIT 11"
-// (max_rows 10, probe): each must be refused.
+// could have written for the checked tree of "SELECT 1 LIMIT 11":
+// each must be refused.
 func TestRecheck(t *testing.T) {
 	p := newTestPolicy(t)
 	tree, _, prob := p.parseOne("SELECT 1 LIMIT 11")
@@ -398,17 +398,17 @@ func TestRecheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			prob := p.recheck(&Prepared{SQL: tt.sql, Limit: 10, Probe: true}, checked)
+			prob := p.recheck(&Prepared{SQL: tt.sql, Limit: 10}, checked)
 			if prob == nil {
 				t.Fatalf("recheck accepted %q", tt.sql)
 			}
 			wantProblem(t, prob, problem.QueryViolation, tt.detail)
 		})
 	}
-	if prob := p.recheck(&Prepared{SQL: "SELECT 1 LIMIT 11", Limit: 10, Probe: true}, checked); prob != nil {
+	if prob := p.recheck(&Prepared{SQL: "SELECT 1 LIMIT 11", Limit: 10}, checked); prob != nil {
 		t.Errorf("recheck refused the faithful SQL: %v", prob)
 	}
-	if prob := p.recheck(&Prepared{SQL: "SELECT '--', '/*' LIMIT 11", Limit: 10, Probe: true}, checked); prob == nil ||
+	if prob := p.recheck(&Prepared{SQL: "SELECT '--', '/*' LIMIT 11", Limit: 10}, checked); prob == nil ||
 		prob.Detail != notFaithful {
 		t.Errorf("recheck of a different tree with comment markers in strings = %v, want %q", prob, notFaithful)
 	}

@@ -52,10 +52,16 @@ func roleRecipe(t *testing.T) string {
 // name unsubstituted.
 func substituteOnce(t *testing.T, s, old, new string) string {
 	t.Helper()
-	if n := strings.Count(s, old); n != 1 {
-		t.Fatalf("%s: %q occurs %d times in the recipe, want once", roleDoc, old, n)
+	return substituteN(t, s, old, new, 1)
+}
+
+// substituteN replaces old, which must occur exactly n times in s.
+func substituteN(t *testing.T, s, old, new string, n int) string {
+	t.Helper()
+	if got := strings.Count(s, old); got != n {
+		t.Fatalf("%s: %q occurs %d times in the recipe, want %d", roleDoc, old, got, n)
 	}
-	return strings.Replace(s, old, new, 1)
+	return strings.ReplaceAll(s, old, new)
 }
 
 // rolePoolSize is the pool size the tool runs with: the default of
@@ -70,7 +76,7 @@ func TestRoleRecipe(t *testing.T) {
 	recipe := roleRecipe(t)
 	recipe = substituteOnce(t, recipe, "ON DATABASE app TO", "ON DATABASE "+pgx.Identifier{db.Name}.Sanitize()+" TO")
 	// The sample schema is created by the superuser, its app_owner here.
-	recipe = substituteOnce(t, recipe, "FOR ROLE app_owner IN", "FOR ROLE "+pgcluster.Superuser+" IN")
+	recipe = substituteN(t, recipe, "FOR ROLE app_owner ", "FOR ROLE "+pgcluster.Superuser+" ", 2)
 	if strings.Contains(recipe, `\password`) {
 		t.Fatalf("%s: the recipe block holds a psql command; keep \\password outside it", roleDoc)
 	}
@@ -96,6 +102,10 @@ CREATE SCHEMA internal; CREATE TABLE internal.keys (k text)`)
 	// Created after the recipe ran: readable through the default
 	// privileges line only.
 	db.Exec(t, "CREATE TABLE reporting.late_table (x int); INSERT INTO reporting.late_table VALUES (1), (2)")
+	// Likewise a function, which PUBLIC could execute but for the
+	// recipe's REVOKE lines. STABLE, so that the catalog check lets it
+	// through and the database has to refuse it.
+	db.Exec(t, "CREATE FUNCTION reporting.late_fn() RETURNS int LANGUAGE sql STABLE AS 'SELECT 1'")
 
 	dsn := fmt.Sprintf("host=%s port=%d user=mcp_reader dbname=%s sslmode=disable",
 		dsnQuote(db.Cluster.Dir()), db.Cluster.Port(), dsnQuote(db.Name))
@@ -147,6 +157,7 @@ CREATE SCHEMA internal; CREATE TABLE internal.keys (k text)`)
 			"SELECT k FROM internal.keys",
 			"SELECT * FROM pg_catalog.pg_authid",
 			"SELECT count(*) FROM reporting.customers c JOIN public.secrets s ON true",
+			"SELECT reporting.late_fn()",
 		} {
 			_, err := call(sql)
 			var prob *problem.Problem

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -77,15 +78,22 @@ func (c *children) field(n protowire.Number) (wireShape, bool) {
 	return c.byNumber[n], true
 }
 
+// walker is one walk of a parse tree: the policy it judges by and the
+// functions it found for the catalog to vet.
+type walker struct {
+	p     *Policy
+	funcs []FuncRef
+}
+
 // walk judges m and, depth first, every message below it: every set
 // field, every element of every list, the set member of every oneof.
 // depth is m's nesting level, counting every message (set operations nest
 // through typed fields without Node wrappers).
-func (p *Policy) walk(m protoreflect.Message, depth int) *problem.Problem {
+func (w *walker) walk(m protoreflect.Message, depth int) *problem.Problem {
 	if depth > MaxDepth {
 		return violation(fmt.Sprintf("query is nested more than %d levels deep", MaxDepth))
 	}
-	if prob := p.judge(m); prob != nil {
+	if prob := w.judge(m); prob != nil {
 		return prob
 	}
 	c := shapes[m.Descriptor()]
@@ -103,12 +111,12 @@ func (p *Policy) walk(m protoreflect.Message, depth int) *problem.Problem {
 		case fd.IsList():
 			l := m.Get(fd).List()
 			for i := range l.Len() {
-				if prob := p.walk(l.Get(i).Message(), depth+1); prob != nil {
+				if prob := w.walk(l.Get(i).Message(), depth+1); prob != nil {
 					return prob
 				}
 			}
 		case m.Has(fd):
-			if prob := p.walk(m.Get(fd).Message(), depth+1); prob != nil {
+			if prob := w.walk(m.Get(fd).Message(), depth+1); prob != nil {
 				return prob
 			}
 		}
@@ -119,7 +127,7 @@ func (p *Policy) walk(m protoreflect.Message, depth int) *problem.Problem {
 			return prob
 		}
 		if child != nil {
-			if prob := p.walk(child, depth+1); prob != nil {
+			if prob := w.walk(child, depth+1); prob != nil {
 				return prob
 			}
 		}
@@ -156,13 +164,25 @@ func oneofChild(m protoreflect.Message, od protoreflect.OneofDescriptor) (protor
 // Kinds are allowed by name: everything the raw parser produces for a
 // SELECT is listed, and anything else — statements, utility options,
 // analysed-tree nodes, kinds added by a later parser — is refused.
-func (p *Policy) judge(m protoreflect.Message) *problem.Problem {
+func (w *walker) judge(m protoreflect.Message) *problem.Problem {
 	switch n := m.Interface().(type) {
 	case *pg.FuncCall:
-		return p.judgeFunction(n.GetFuncname())
+		return w.judgeFunction(n.GetFuncname())
 	case *pg.RangeTableSample:
 		// The sampling method is a function (the handler of the method).
-		return p.judgeFunction(n.GetMethod())
+		return w.judgeFunction(n.GetMethod())
+	case *pg.ColumnRef:
+		// c.f is f(c) when c has no column f (attribute notation).
+		if fields := n.GetFields(); len(fields) > 1 {
+			w.attribute(fields[len(fields)-1])
+		}
+		return nil
+	case *pg.A_Indirection:
+		// (c).f likewise.
+		for _, ind := range n.GetIndirection() {
+			w.attribute(ind)
+		}
+		return nil
 	case *pg.ParamRef:
 		return violation(fmt.Sprintf("bind parameter $%d is not allowed; write the value as a literal", n.GetNumber()))
 	case *pg.IntoClause:
@@ -173,10 +193,10 @@ func (p *Policy) judge(m protoreflect.Message) *problem.Problem {
 	case *pg.Node, *pg.SelectStmt, *pg.RawStmt, *pg.List,
 		// Literals and names.
 		*pg.A_Const, *pg.Integer, *pg.Float, *pg.Boolean, *pg.String, *pg.BitString,
-		*pg.ColumnRef, *pg.A_Star, *pg.Alias, *pg.RangeVar, *pg.TypeName, *pg.ColumnDef,
+		*pg.A_Star, *pg.Alias, *pg.RangeVar, *pg.TypeName, *pg.ColumnDef,
 		// Expressions.
 		*pg.A_Expr, *pg.BoolExpr, *pg.NullTest, *pg.BooleanTest, *pg.TypeCast,
-		*pg.CollateClause, *pg.A_Indices, *pg.A_Indirection, *pg.A_ArrayExpr,
+		*pg.CollateClause, *pg.A_Indices, *pg.A_ArrayExpr,
 		*pg.RowExpr, *pg.SubLink, *pg.CaseExpr, *pg.CaseWhen, *pg.CoalesceExpr,
 		*pg.MinMaxExpr, *pg.SQLValueFunction, *pg.NamedArgExpr, *pg.GroupingFunc,
 		*pg.XmlExpr, *pg.XmlSerialize,
@@ -206,8 +226,11 @@ func (p *Policy) judge(m protoreflect.Message) *problem.Problem {
 // name. The parser has already folded unquoted identifiers to lower case
 // and decoded U&"" escapes; quoted names stay as written, exactly as
 // PostgreSQL would look them up. The schema is ignored on purpose: a
-// denied name is refused in pg_catalog, public or any other schema.
-func (p *Policy) judgeFunction(nameParts []*pg.Node) *problem.Problem {
+// denied name is refused in pg_catalog, public or any other schema. A
+// function that passes is noted for the catalog check unless its name
+// is qualified with one of PostgreSQL's own schemas.
+func (w *walker) judgeFunction(nameParts []*pg.Node) *problem.Problem {
+	p := w.p
 	parts := make([]string, 0, len(nameParts))
 	for _, n := range nameParts {
 		s, ok := n.GetNode().(*pg.Node_String_)
@@ -228,7 +251,37 @@ func (p *Policy) judgeFunction(nameParts []*pg.Node) *problem.Problem {
 			return violation(fmt.Sprintf("function %s is not on the allowlist", displayName(parts)))
 		}
 	}
+	ref := FuncRef{Name: last}
+	if len(parts) > 1 {
+		// catalog.schema.name: PostgreSQL refuses a catalog other than
+		// the current database's, so the schema is what matters.
+		ref.Schema = parts[len(parts)-2]
+	}
+	if !catalogSchema(ref.Schema) {
+		w.note(ref)
+	}
 	return nil
+}
+
+// attribute notes the name n as a possible call through attribute
+// notation. A star or a subscript is not a name.
+func (w *walker) attribute(n *pg.Node) {
+	if s, ok := n.GetNode().(*pg.Node_String_); ok {
+		w.note(FuncRef{Name: s.String_.GetSval(), Attribute: true})
+	}
+}
+
+// note adds ref to the functions to vet, once.
+func (w *walker) note(ref FuncRef) {
+	if !slices.Contains(w.funcs, ref) {
+		w.funcs = append(w.funcs, ref)
+	}
+}
+
+// catalogSchema reports whether schema holds PostgreSQL's own functions,
+// which the catalog check leaves to the denylist.
+func catalogSchema(schema string) bool {
+	return schema == "pg_catalog" || schema == "information_schema"
 }
 
 // denied returns the first rule that refuses the function name.
