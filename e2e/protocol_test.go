@@ -255,8 +255,42 @@ func TestBatches(t *testing.T) {
 		t.Parallel()
 		p := serve(t)
 		p.initialize("2025-03-26")
-		p.send(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","id":2,"method":"tools/list"},{"jsonrpc":"2.0","id":3,"method":"initialize","params":{}},7,{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"system_metrics","arguments":{}}}]`)
-		got := p.recvN(5)
+		// Requests, notifications, a response, an invalid member, a
+		// member refused in a batch and a tools/call (its own task):
+		// one array answers exactly the five that want an answer.
+		raw := p.exchange(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"},` +
+			`{"jsonrpc":"2.0","id":2,"method":"tools/list"},{"jsonrpc":"2.0","id":3,"method":"initialize","params":{}},7,` +
+			`{"jsonrpc":"2.0","id":"r","result":{}},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":99}},` +
+			`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"system_metrics","arguments":{}}}]`)
+		var arr []msg
+		if err := json.Unmarshal(raw, &arr); err != nil {
+			t.Fatalf("a batch is answered by one JSON array: %v: %s", err, raw)
+		}
+		t.Run("official schema", func(t *testing.T) {
+			// The error to the member with no id has no schema-valid
+			// form before 2025-11-25 (the schema requires an id and
+			// admits no null; the README's wire rules): the rest must
+			// validate as a batch response.
+			var withID []json.RawMessage
+			var members []json.RawMessage
+			if err := json.Unmarshal(raw, &members); err != nil {
+				t.Fatal(err)
+			}
+			for i, m := range members {
+				if _, ok := arr[i]["id"]; ok {
+					withID = append(withID, m)
+				}
+			}
+			b, _ := json.Marshal(withID)
+			validateAgainst(t, "2025-03-26", "JSONRPCBatchResponse", b)
+		})
+		got := map[string]msg{}
+		for _, m := range arr {
+			got[idKey(m["id"])] = m
+		}
+		if len(arr) != 5 || len(got) != 5 {
+			t.Fatalf("batch answered with %d responses (%v), want one for each of the 5 members that ask for one", len(arr), raw)
+		}
 		result(t, got["1"])
 		result(t, got["2"])
 		if errCode(t, got["3"]) != -32600 {
@@ -268,9 +302,16 @@ func TestBatches(t *testing.T) {
 		if result(t, got["4"])["isError"] != false {
 			t.Fatalf("call in a batch: %v", got["4"])
 		}
+		// Notifications only: no output at all, so the next line is
+		// the answer to the ping after them.
+		p.send(`[{"jsonrpc":"2.0","method":"notifications/x"},{"jsonrpc":"2.0","method":"notifications/initialized"}]`)
+		p.send(`{"jsonrpc":"2.0","id":5,"method":"ping"}`)
+		if m := p.recv(); m["id"] != float64(5) {
+			t.Fatalf("after a batch of notifications: %v, want the answer to ping 5", m)
+		}
 		p.send(`[]`)
-		if errCode(t, p.recv()) != -32600 {
-			t.Fatal("empty batch")
+		if m := p.recv(); errCode(t, m) != -32600 {
+			t.Fatalf("empty batch: %v, want one -32600 object", m)
 		}
 		var b strings.Builder
 		b.WriteString("[")

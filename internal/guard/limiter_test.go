@@ -269,3 +269,73 @@ func TestNewLimiterPanics(t *testing.T) {
 		})
 	}
 }
+
+// TestLimiterArrivalOrder: the queue is in the order of Reserve, whatever
+// order the waiting goroutines run in. Places are reserved 0..n-1 on one
+// goroutine, as the session's read loop does; the waits start in reverse
+// order; each release must admit the oldest reservation still waiting.
+func TestLimiterArrivalOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const waiters = 6
+		l := NewLimiter(1, time.Hour)
+		held := mustAcquire(t, l)
+		reservations := make([]*Reservation, waiters)
+		for i := range reservations {
+			reservations[i] = l.Reserve()
+		}
+		got := make(chan acquired, waiters)
+		for id := waiters - 1; id >= 0; id-- {
+			go func() {
+				release, err := reservations[id].Wait(t.Context())
+				got <- acquired{id: id, release: release, err: err}
+			}()
+			synctest.Wait()
+		}
+		noneReady(t, got)
+		for want := range waiters {
+			held()
+			synctest.Wait()
+			a := <-got
+			if a.err != nil || a.id != want {
+				t.Fatalf("slot went to reservation %d (err %v), want %d", a.id, a.err, want)
+			}
+			held = a.release
+		}
+		held()
+	})
+}
+
+// TestLimiterQueueTimeoutFromReservation: the queue timeout counts from
+// Reserve, not from Wait, and a cancelled reservation gives up its place
+// (or the slot it was granted) without disturbing the order of the rest.
+func TestLimiterQueueTimeoutFromReservation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := NewLimiter(1, time.Second)
+		held := mustAcquire(t, l)
+		late := l.Reserve()
+		time.Sleep(time.Second)
+		start := time.Now()
+		_, err := late.Wait(t.Context())
+		var prob *problem.Problem
+		if !errors.As(err, &prob) || prob.Code != problem.ConcurrencyLimit || time.Since(start) != 0 {
+			t.Fatalf("Wait a queue timeout after Reserve = %v after %v, want MCP_CONCURRENCY_LIMIT at once", err, time.Since(start))
+		}
+
+		gone, next := l.Reserve(), l.Reserve()
+		gone.Cancel()
+		held()
+		release, err := next.Wait(t.Context())
+		if err != nil {
+			t.Fatalf("the reservation behind a cancelled one: %v", err)
+		}
+		// A reservation cancelled after it was granted hands the slot on.
+		granted := l.Reserve()
+		release()
+		granted.Cancel()
+		again, err := l.Acquire(t.Context())
+		if err != nil {
+			t.Fatalf("after a granted reservation was cancelled: %v", err)
+		}
+		again()
+	})
+}

@@ -25,16 +25,31 @@ import (
 // errCallTimeout is the cause of a call's deadline.
 var errCallTimeout = errors.New("session: call deadline exceeded")
 
-// startCall registers a tools/call and starts its task. It runs on the read
-// loop and does no blocking work: decoding, guardrails and the tool all run
-// in the task.
-func (ss *Session) startCall(m *jsonrpc.Message, version string) {
+// startCall judges a tools/call and starts its task. It runs on the read
+// loop. A call's own validity is judged first — its params, the tool's
+// name, the structural sanitizer on its arguments — so an invalid call
+// always gets its own error, never a capacity refusal; only then is it
+// admitted (not draining, no duplicate id, under the pending cap) and
+// given its place in the limiter's queue, in the order calls arrive. The
+// task waits for the slot, then runs the tool with its deadline.
+func (ss *Session) startCall(r replier, m *jsonrpc.Message, version string) {
+	t, args, msg := ss.judgeCall(m, version)
+	if msg != nil {
+		r.send(msg)
+		return
+	}
 	ss.mu.Lock()
 	if ss.draining {
 		// Read just before the drain began: answered, never started.
 		ss.mu.Unlock()
-		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError,
+		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError,
 			"Internal error: the server is shutting down"))
+		return
+	}
+	if _, dup := ss.inflight[m.ID]; dup {
+		ss.mu.Unlock()
+		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
+			"Invalid request: a request with this id is already in flight"))
 		return
 	}
 	if len(ss.inflight) >= ss.srv.opts.MaxPending {
@@ -42,13 +57,7 @@ func (ss *Session) startCall(m *jsonrpc.Message, version string) {
 		pr := problem.New(problem.ConcurrencyLimit, fmt.Sprintf(
 			"%d tool calls are already running or waiting for one of the %d slots; retry later",
 			ss.srv.opts.MaxPending, ss.srv.opts.MaxConcurrency))
-		ss.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.AppendCallProblem(nil, version, pr)))
-		return
-	}
-	if _, dup := ss.inflight[m.ID]; dup {
-		ss.mu.Unlock()
-		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
-			"Invalid request: a request with this id is already in flight"))
+		r.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.AppendCallProblem(nil, version, pr)))
 		return
 	}
 	ctx, cancel := context.WithCancelCause(ss.taskCtx)
@@ -56,7 +65,65 @@ func (ss *Session) startCall(m *jsonrpc.Message, version string) {
 	ss.inflight[m.ID] = c
 	ss.tasks.Add(1)
 	ss.mu.Unlock()
-	ss.workers.run(func() { ss.runCall(ctx, c, m, version) })
+	place := ss.srv.limiter.Reserve()
+	ss.workers.run(func() { ss.runCall(ctx, c, r, m, version, t, args, place) })
+}
+
+// judgeCall decodes a tools/call and checks what can be checked without
+// running it. It returns the tool and its arguments, or the response that
+// refuses the call.
+func (ss *Session) judgeCall(m *jsonrpc.Message, version string) (tool.Tool, jsontext.Value, []byte) {
+	var p callParams
+	if err := unmarshalParams(m.Params, &p, true); err != nil {
+		return nil, nil, jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
+	}
+	if m.Params == nil || p.Name == nil {
+		return nil, nil, jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: name is required"))
+	}
+	if p.Arguments != nil && p.Arguments.Kind() != '{' {
+		return nil, nil, jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: arguments must be an object"))
+	}
+	if p.Task != nil {
+		// No tool here supports task augmentation (execution.taskSupport
+		// is absent, i.e. forbidden); the spec asks for -32601.
+		return nil, nil, jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
+			"Method not found: task-augmented tools/call is not supported"))
+	}
+	name := *p.Name
+	t, ok := ss.srv.opts.Tools.Lookup(name)
+	if !ok {
+		pr := problem.New(problem.Validation, "Unknown tool: "+quote(name), "name")
+		return nil, nil, jsonrpc.AppendError(nil, &jsonrpc.Error{
+			ID: m.ID, Code: jsonrpc.CodeInvalidParams,
+			Message: "Unknown tool: " + quote(name), Data: mcp.ProblemData(pr),
+		})
+	}
+	args := p.Arguments
+	if args == nil {
+		args = jsontext.Value("{}")
+	}
+	if err := guard.Sanitize(args, ss.srv.opts.Limits); err != nil {
+		var pr *problem.Problem
+		if !errors.As(err, &pr) {
+			ref := newRef()
+			ss.log.Error("sanitizer failed", slog.String("ref", ref), slog.String("error", err.Error()))
+			return nil, nil, jsonrpc.AppendError(nil, internalError(m.ID, ref))
+		}
+		return nil, nil, ss.argumentError(m.ID, version, pr)
+	}
+	return t, args, nil
+}
+
+// argumentError answers a call whose arguments were refused, in the
+// configured mode.
+func (ss *Session) argumentError(id jsonrpc.ID, version string, pr *problem.Problem) []byte {
+	if ss.srv.opts.ArgumentErrors == ArgumentErrorsProtocol {
+		return jsonrpc.AppendError(nil, &jsonrpc.Error{
+			ID: id, Code: jsonrpc.CodeInvalidParams,
+			Message: "Invalid params: " + pr.Detail, Data: mcp.ProblemData(pr),
+		})
+	}
+	return ss.result(id, ss.srv.enc.AppendCallProblem(nil, version, pr))
 }
 
 // cancelCall handles notifications/cancelled. Unknown, finished or
@@ -103,20 +170,21 @@ func requestID(v jsontext.Value) (jsonrpc.ID, bool) {
 }
 
 // runCall is the task of one tools/call.
-func (ss *Session) runCall(ctx context.Context, c *call, m *jsonrpc.Message, version string) {
+func (ss *Session) runCall(ctx context.Context, c *call, r replier, m *jsonrpc.Message, version string,
+	t tool.Tool, args jsontext.Value, place *guard.Reservation) {
 	defer ss.tasks.Done()
 	defer c.cancel(nil)
 	var out []byte
 	func() {
 		defer func() {
-			if r := recover(); r != nil {
+			if p := recover(); p != nil {
 				ref := newRef()
 				ss.log.Error("panic in tools/call", slog.String("ref", ref),
-					slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+					slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 				out = jsonrpc.AppendError(nil, internalError(m.ID, ref))
 			}
 		}()
-		out = ss.call(ctx, m, version)
+		out = ss.call(ctx, m, version, t, args, place)
 	}()
 
 	ss.mu.Lock()
@@ -125,11 +193,9 @@ func (ss *Session) runCall(ctx context.Context, c *call, m *jsonrpc.Message, ver
 	ss.mu.Unlock()
 	if cancelled {
 		// A cancelled request gets no response, whatever the tool did.
-		return
+		out = nil
 	}
-	if out != nil {
-		ss.send(out)
-	}
+	r.send(out)
 }
 
 type callParams struct {
@@ -139,40 +205,13 @@ type callParams struct {
 	Task      jsontext.Value `json:"task"`
 }
 
-// call runs one tools/call and returns the response to send, or nil for
-// none.
-func (ss *Session) call(ctx context.Context, m *jsonrpc.Message, version string) []byte {
+// call runs one admitted tools/call and returns the response to send, or
+// nil for none.
+func (ss *Session) call(ctx context.Context, m *jsonrpc.Message, version string,
+	t tool.Tool, args jsontext.Value, place *guard.Reservation) []byte {
 	start := time.Now()
-	var p callParams
-	if err := unmarshalParams(m.Params, &p, true); err != nil {
-		return jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
-	}
-	if m.Params == nil || p.Name == nil {
-		return jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: name is required"))
-	}
-	if p.Arguments != nil && p.Arguments.Kind() != '{' {
-		return jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: arguments must be an object"))
-	}
-	if p.Task != nil {
-		// No tool here supports task augmentation (execution.taskSupport
-		// is absent, i.e. forbidden); the spec asks for -32601.
-		return jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
-			"Method not found: task-augmented tools/call is not supported"))
-	}
-	name := *p.Name
-	t, ok := ss.srv.opts.Tools.Lookup(name)
-	if !ok {
-		pr := problem.New(problem.Validation, "Unknown tool: "+quote(name), "name")
-		return jsonrpc.AppendError(nil, &jsonrpc.Error{
-			ID: m.ID, Code: jsonrpc.CodeInvalidParams,
-			Message: "Unknown tool: " + quote(name), Data: mcp.ProblemData(pr),
-		})
-	}
-	args := p.Arguments
-	if args == nil {
-		args = jsontext.Value("{}")
-	}
-	res, err := ss.guarded(ctx, t, args)
+	name := t.Descriptor().Name
+	res, err := ss.guarded(ctx, m.ID, t, args, place)
 	outcome := "ok"
 	defer func() {
 		if ss.log.Enabled(ctx, slog.LevelDebug) {
@@ -191,13 +230,7 @@ func (ss *Session) call(ctx context.Context, m *jsonrpc.Message, version string)
 	switch {
 	case errors.As(err, &argErr):
 		outcome = string(argErr.Problem.Code)
-		if ss.srv.opts.ArgumentErrors == ArgumentErrorsProtocol {
-			return jsonrpc.AppendError(nil, &jsonrpc.Error{
-				ID: m.ID, Code: jsonrpc.CodeInvalidParams,
-				Message: "Invalid params: " + argErr.Problem.Detail, Data: mcp.ProblemData(argErr.Problem),
-			})
-		}
-		return ss.result(m.ID, ss.srv.enc.AppendCallProblem(nil, version, argErr.Problem))
+		return ss.argumentError(m.ID, version, argErr.Problem)
 	case errors.As(err, &pr):
 		outcome = string(pr.Code)
 		// A cause may quote the caller's arguments (a database error
@@ -228,22 +261,21 @@ func (ss *Session) result(id jsonrpc.ID, result []byte) []byte {
 	return jsonrpc.AppendResult(nil, id, result)
 }
 
-// guarded passes a call through the guardrails, in order: structural
-// sanitizer, FIFO slot, execution deadline, then the tool, which decodes its
-// arguments strictly. Guardrail refusals are problems or argument errors.
-func (ss *Session) guarded(ctx context.Context, t tool.Tool, args jsontext.Value) (tool.Result, error) {
-	if err := guard.Sanitize(args, ss.srv.opts.Limits); err != nil {
-		var pr *problem.Problem
-		if errors.As(err, &pr) {
-			return tool.Result{}, &tool.ArgumentError{Problem: pr}
-		}
-		return tool.Result{}, err
-	}
-	release, err := ss.srv.limiter.Acquire(ctx)
+// guarded runs an admitted call through the rest of the guardrails, in
+// order: its FIFO slot (place, reserved when the call arrived), the
+// execution deadline, then the tool, which decodes its arguments strictly.
+// Guardrail refusals are problems or argument errors.
+func (ss *Session) guarded(ctx context.Context, id jsonrpc.ID, t tool.Tool, args jsontext.Value, place *guard.Reservation) (tool.Result, error) {
+	release, err := place.Wait(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
 	defer release()
+	if ss.log.Enabled(ctx, slog.LevelDebug) {
+		// With one slot, the order of these lines is the order in
+		// which calls got it.
+		ss.log.LogAttrs(ctx, slog.LevelDebug, "tools/call started", slog.String("tool", t.Descriptor().Name), slog.String("id", id.String()))
+	}
 	dctx, cancel := context.WithTimeoutCause(ctx, ss.srv.opts.CallTimeout, errCallTimeout)
 	defer cancel()
 	res, err := t.Call(dctx, args)

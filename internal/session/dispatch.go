@@ -28,58 +28,76 @@ const (
 // handleFrame dispatches one input frame on the read loop.
 func (ss *Session) handleFrame(frame []byte) {
 	f := jsonrpc.DecodeFrame(frame)
+	direct := replier{ss: ss}
 	if !f.Batch {
-		ss.handleItem(f.Items[0])
+		ss.handleItem(direct, f.Items[0])
 		return
 	}
 	if ss.era != eraLegacy || !mcp.FeaturesOf(ss.version).Batches {
-		ss.sendError(&jsonrpc.Error{
+		direct.sendError(&jsonrpc.Error{
 			Code:    jsonrpc.CodeInvalidRequest,
 			Message: "Invalid request: JSON-RPC batches are only accepted in a 2025-03-26 session",
 		})
 		return
 	}
 	if len(f.Items) > ss.srv.opts.MaxBatch {
-		ss.sendError(&jsonrpc.Error{
+		direct.sendError(&jsonrpc.Error{
 			Code:    jsonrpc.CodeInvalidRequest,
 			Message: fmt.Sprintf("Invalid request: batch exceeds %d messages", ss.srv.opts.MaxBatch),
 		})
 		return
 	}
 	// Members are handled one by one, as if they had arrived on their own
-	// lines; each request is answered by its own response line.
+	// lines, under the same guardrails; a tools/call member runs as its
+	// own task. Their responses are collected and written as one array
+	// once every request of the batch has its answer (JSON-RPC 2.0 §6).
+	b := newBatch(ss)
 	for _, it := range f.Items {
-		if it.Msg != nil && it.Msg.Method == methodInitialize {
-			if it.Msg.Kind == jsonrpc.KindRequest {
-				ss.sendError(jsonrpc.NewError(it.Msg.ID, jsonrpc.CodeInvalidRequest,
-					"Invalid request: initialize must not be part of a batch"))
-			}
+		if !wantsReply(it) {
+			ss.handleItem(direct, it)
 			continue
 		}
-		ss.handleItem(it)
+		r := b.member()
+		if it.Msg != nil && it.Msg.Method == methodInitialize {
+			r.sendError(jsonrpc.NewError(it.Msg.ID, jsonrpc.CodeInvalidRequest,
+				"Invalid request: initialize must not be part of a batch"))
+			continue
+		}
+		ss.handleItem(r, it)
 	}
+	b.dispatched()
 }
 
-func (ss *Session) handleItem(it jsonrpc.Item) {
+// wantsReply reports whether an item of a frame gets a response: a
+// request, or an invalid message that is not a notification or a
+// response.
+func wantsReply(it jsonrpc.Item) bool {
+	if it.Err != nil {
+		return !it.Err.NoReply
+	}
+	return it.Msg.Kind == jsonrpc.KindRequest
+}
+
+func (ss *Session) handleItem(r replier, it jsonrpc.Item) {
 	if it.Err != nil {
 		if it.Err.NoReply {
 			// An invalid notification or response: never answered.
 			ss.log.Debug("ignoring an invalid notification or response", slog.String("reason", it.Err.Message))
 			return
 		}
-		ss.sendError(it.Err)
+		r.sendError(it.Err)
 		return
 	}
 	m := it.Msg
 	defer func() {
 		// A bug in inline handling must cost one request, not the
 		// session. The stack goes to the log only.
-		if r := recover(); r != nil {
+		if p := recover(); p != nil {
 			ref := newRef()
 			ss.log.Error("panic while handling a message", slog.String("method", truncate(m.Method, 64)),
-				slog.String("ref", ref), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+				slog.String("ref", ref), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			if m.Kind == jsonrpc.KindRequest {
-				ss.sendError(internalError(m.ID, ref))
+				r.sendError(internalError(m.ID, ref))
 			}
 		}
 	}()
@@ -90,7 +108,7 @@ func (ss *Session) handleItem(it jsonrpc.Item) {
 	case jsonrpc.KindNotification:
 		ss.handleNotification(m)
 	case jsonrpc.KindRequest:
-		ss.handleRequest(m)
+		ss.handleRequest(r, m)
 	}
 }
 
@@ -109,106 +127,106 @@ func (ss *Session) handleNotification(m *jsonrpc.Message) {
 }
 
 // handleRequest applies the lifecycle of the stream's era.
-func (ss *Session) handleRequest(m *jsonrpc.Message) {
+func (ss *Session) handleRequest(r replier, m *jsonrpc.Message) {
 	switch ss.era {
 	case eraUndecided:
-		ss.handleUndecided(m)
+		ss.handleUndecided(r, m)
 	case eraLegacy:
-		ss.handleLegacy(m)
+		ss.handleLegacy(r, m)
 	case eraModern:
-		ss.handleModern(m)
+		ss.handleModern(r, m)
 	}
 }
 
 // handleUndecided serves the first requests of a stream: initialize starts
 // a legacy session, a modern version in _meta (or server/discover) makes the
 // stream stateless, ping is answered, anything else is refused at once.
-func (ss *Session) handleUndecided(m *jsonrpc.Message) {
+func (ss *Session) handleUndecided(r replier, m *jsonrpc.Message) {
 	switch m.Method {
 	case methodInitialize:
-		ss.initialize(m)
+		ss.initialize(r, m)
 		return
 	case methodPing:
-		ss.ping(m, mcp.LatestLegacy)
+		ss.ping(r, m, mcp.LatestLegacy)
 		return
 	}
 	v, present, err := metaVersion(m.Params)
 	if err != nil {
-		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
+		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
 		return
 	}
 	switch {
 	case present && !mcp.IsModern(v):
-		ss.unsupportedVersion(m, v)
+		ss.unsupportedVersion(r, m, v)
 	case present || m.Method == methodDiscover:
 		ss.era = eraModern
 		ss.log.Debug("stateless session", slog.String("protocol_version", mcp.V20260728))
-		ss.dispatchModern(m, mcp.V20260728)
+		ss.dispatchModern(r, m, mcp.V20260728)
 	default:
-		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
+		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
 			"Invalid request: the session is not initialized; send initialize first, "+
 				"or name protocol version 2026-07-28 in params._meta"))
 	}
 }
 
-func (ss *Session) handleLegacy(m *jsonrpc.Message) {
+func (ss *Session) handleLegacy(r replier, m *jsonrpc.Message) {
 	switch m.Method {
 	case methodInitialize:
-		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
+		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
 			"Invalid request: the session is already initialized"))
 	case methodPing:
-		ss.ping(m, ss.version)
+		ss.ping(r, m, ss.version)
 	case methodToolsList:
-		ss.toolsList(m, ss.version)
+		ss.toolsList(r, m, ss.version)
 	case methodToolsCall:
-		ss.startCall(m, ss.version)
+		ss.startCall(r, m, ss.version)
 	default:
-		ss.methodNotFound(m)
+		ss.methodNotFound(r, m)
 	}
 }
 
-func (ss *Session) handleModern(m *jsonrpc.Message) {
+func (ss *Session) handleModern(r replier, m *jsonrpc.Message) {
 	v, present, err := metaVersion(m.Params)
 	switch {
 	case err != nil:
-		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
+		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
 	case m.Method == methodInitialize:
-		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
+		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
 			"Invalid request: this stream is stateless (protocol 2026-07-28); initialize is not accepted"))
 	case !present:
-		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
+		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
 			`Invalid request: params._meta["io.modelcontextprotocol/protocolVersion"] is required`))
 	case !mcp.IsModern(v):
-		ss.unsupportedVersion(m, v)
+		ss.unsupportedVersion(r, m, v)
 	default:
-		ss.dispatchModern(m, v)
+		ss.dispatchModern(r, m, v)
 	}
 }
 
-func (ss *Session) dispatchModern(m *jsonrpc.Message, version string) {
+func (ss *Session) dispatchModern(r replier, m *jsonrpc.Message, version string) {
 	switch m.Method {
 	case methodDiscover:
-		if !ss.checkParams(m, nil) {
+		if !ss.checkParams(r, m, nil) {
 			return
 		}
-		ss.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.Discover()))
+		r.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.Discover()))
 	case methodToolsList:
-		ss.toolsList(m, version)
+		ss.toolsList(r, m, version)
 	case methodToolsCall:
-		ss.startCall(m, version)
+		ss.startCall(r, m, version)
 	default:
 		// ping and the handshake do not exist in the stateless era.
-		ss.methodNotFound(m)
+		ss.methodNotFound(r, m)
 	}
 }
 
-func (ss *Session) methodNotFound(m *jsonrpc.Message) {
-	ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
+func (ss *Session) methodNotFound(r replier, m *jsonrpc.Message) {
+	r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
 		"Method not found: "+quote(m.Method)))
 }
 
-func (ss *Session) unsupportedVersion(m *jsonrpc.Message, requested string) {
-	ss.sendError(&jsonrpc.Error{
+func (ss *Session) unsupportedVersion(r replier, m *jsonrpc.Message, requested string) {
+	r.sendError(&jsonrpc.Error{
 		ID:      m.ID,
 		Code:    mcp.CodeUnsupportedProtocolVersion,
 		Message: "Unsupported protocol version",
@@ -226,7 +244,7 @@ type initializeParams struct {
 	Meta jsontext.Value `json:"_meta"`
 }
 
-func (ss *Session) initialize(m *jsonrpc.Message) {
+func (ss *Session) initialize(r replier, m *jsonrpc.Message) {
 	var p initializeParams
 	var why string
 	switch err := unmarshalParams(m.Params, &p, false); {
@@ -240,21 +258,21 @@ func (ss *Session) initialize(m *jsonrpc.Message) {
 		why = "clientInfo with name and version is required"
 	}
 	if why != "" {
-		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+why))
+		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+why))
 		return
 	}
 	v := mcp.Negotiate(*p.ProtocolVersion)
 	ss.era, ss.version, ss.initialized = eraLegacy, v, true
 	ss.log.Info("session initialized", slog.String("protocol_version", v),
 		slog.Bool("version_offered", v != *p.ProtocolVersion))
-	ss.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.Initialize(v)))
+	r.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.Initialize(v)))
 }
 
-func (ss *Session) ping(m *jsonrpc.Message, version string) {
-	if !ss.checkParams(m, nil) {
+func (ss *Session) ping(r replier, m *jsonrpc.Message, version string) {
+	if !ss.checkParams(r, m, nil) {
 		return
 	}
-	ss.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.Empty(version)))
+	r.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.Empty(version)))
 }
 
 type listParams struct {
@@ -262,17 +280,17 @@ type listParams struct {
 	Meta   jsontext.Value `json:"_meta"`
 }
 
-func (ss *Session) toolsList(m *jsonrpc.Message, version string) {
+func (ss *Session) toolsList(r replier, m *jsonrpc.Message, version string) {
 	var p listParams
-	if !ss.checkParams(m, &p) {
+	if !ss.checkParams(r, m, &p) {
 		return
 	}
 	if p.Cursor != nil {
 		// Every list fits one page, so no cursor was ever issued.
-		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: unknown cursor"))
+		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: unknown cursor"))
 		return
 	}
-	ss.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.ToolsList(version)))
+	r.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.ToolsList(version)))
 }
 
 type emptyParams struct {
@@ -281,12 +299,12 @@ type emptyParams struct {
 
 // checkParams decodes m's params strictly into dst (nil: only _meta is
 // allowed) and answers -32602 when they do not fit.
-func (ss *Session) checkParams(m *jsonrpc.Message, dst any) bool {
+func (ss *Session) checkParams(r replier, m *jsonrpc.Message, dst any) bool {
 	if dst == nil {
 		dst = &emptyParams{}
 	}
 	if err := unmarshalParams(m.Params, dst, true); err != nil {
-		ss.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
+		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
 		return false
 	}
 	return true

@@ -6,10 +6,13 @@
 // results, the concurrency limiter and the settings. A [Session] serves one
 // [Conn]. initialize, ping, tools/list and server/discover are answered
 // inline, in arrival order, by the read loop; each tools/call becomes a task
-// owned by the session, so responses may arrive out of order. Every task
-// passes the guardrails in a fixed order: structural sanitizer, FIFO
-// concurrency limiter, execution deadline, strict argument decoding (inside
-// the tool).
+// owned by the session, so responses may arrive out of order. A call is
+// judged on its own on the read loop (its params, the tool's name, the
+// structural sanitizer) before it is admitted against capacity and takes
+// its place in the FIFO limiter's queue, in arrival order; its task then
+// waits for the slot, runs under the execution deadline, and the tool
+// decodes its arguments strictly. A 2025-03-26 batch is answered by one
+// array (reply.go).
 //
 // The session never imports a tool: it calls the [tool.Tool] interface.
 package session

@@ -253,7 +253,3 @@ func (ss *Session) send(msg []byte) {
 		ss.log.Debug("response not written", slog.String("error", err.Error()))
 	}
 }
-
-func (ss *Session) sendError(e *jsonrpc.Error) {
-	ss.send(jsonrpc.AppendError(nil, e))
-}

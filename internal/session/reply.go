@@ -1,0 +1,102 @@
+package session
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+)
+
+// replier answers one request: straight onto the stream, or into the
+// batch the request arrived in. Every request of a batch must be answered
+// exactly once, with send(nil) when it gets no response (a cancelled
+// call), so that the batch knows when it is complete.
+type replier struct {
+	ss *Session
+	m  *batchMember // nil: not in a batch
+}
+
+// send writes msg, or, in a batch, adds it to the batch's answer. A nil
+// msg is no response.
+func (r replier) send(msg []byte) {
+	if r.m != nil {
+		r.m.answer(msg)
+		return
+	}
+	if msg != nil {
+		r.ss.send(msg)
+	}
+}
+
+func (r replier) sendError(e *jsonrpc.Error) {
+	r.send(jsonrpc.AppendError(nil, e))
+}
+
+// batch collects the responses to the requests of one JSON-RPC batch and
+// writes them as one array once each has its answer, in the order the
+// answers came (JSON-RPC 2.0 §6 allows any order). A batch whose requests
+// all went unanswered (cancelled calls) writes nothing, as does one that
+// held only notifications.
+type batch struct {
+	ss *Session
+
+	mu      sync.Mutex
+	pending int // members without an answer, plus one until dispatched
+	answers [][]byte
+}
+
+func newBatch(ss *Session) *batch {
+	return &batch{ss: ss, pending: 1}
+}
+
+// batchMember is one request of a batch. Its first answer counts; a
+// second (a bug) is dropped rather than corrupting the count.
+type batchMember struct {
+	b        *batch
+	answered atomic.Bool
+}
+
+// member returns the replier of the batch's next request.
+func (b *batch) member() replier {
+	b.mu.Lock()
+	b.pending++
+	b.mu.Unlock()
+	return replier{ss: b.ss, m: &batchMember{b: b}}
+}
+
+func (m *batchMember) answer(msg []byte) {
+	if !m.answered.CompareAndSwap(false, true) {
+		return
+	}
+	m.b.settle(msg)
+}
+
+// dispatched tells the batch that every member has been handed out.
+func (b *batch) dispatched() { b.settle(nil) }
+
+func (b *batch) settle(msg []byte) {
+	b.mu.Lock()
+	if msg != nil {
+		b.answers = append(b.answers, msg)
+	}
+	b.pending--
+	done := b.pending == 0
+	answers := b.answers
+	b.mu.Unlock()
+	if !done || len(answers) == 0 {
+		return
+	}
+	n := 2 + len(answers) - 1
+	for _, a := range answers {
+		n += len(a)
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '[')
+	for i, a := range answers {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, a...)
+	}
+	b.ss.send(append(out, ']'))
+}
