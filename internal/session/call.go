@@ -188,12 +188,23 @@ func (ss *Session) runCall(ctx context.Context, c *call, r replier, m *jsonrpc.M
 	}()
 
 	ss.mu.Lock()
-	delete(ss.inflight, m.ID)
 	cancelled := c.peerCancelled
+	if r.m == nil {
+		delete(ss.inflight, m.ID)
+	}
 	ss.mu.Unlock()
 	if cancelled {
 		// A cancelled request gets no response, whatever the tool did.
 		out = nil
+	}
+	if r.m != nil {
+		// A batch member's answer waits for its batch. Until the
+		// batch is written the call keeps its place in inflight: it
+		// counts against the pending cap (so answers held for a slow
+		// member are bounded too), its id stays taken, and a
+		// cancellation can still withdraw it.
+		r.m.answerCall(m.ID, c, out)
+		return
 	}
 	r.send(out)
 }

@@ -180,3 +180,35 @@ func (h *harness) recvBatch() []string {
 	slices.Sort(ids)
 	return ids
 }
+
+// TestBatchAnswersHeldCountAgainstCap: a batch member that finished
+// keeps its place in the pending cap until its batch is written, so the
+// answers a slow member holds back are bounded by the cap; and a member
+// cancelled after it finished, while its answer waits, is left out.
+func TestBatchAnswersHeldCountAgainstCap(t *testing.T) {
+	started := make(chan struct{}, 4)
+	h := newHarness(t, context.Background(), session.Options{Tools: newTools(t, started), MaxPending: 2, QueueTimeout: time.Minute})
+	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	h.recv()
+	h.send(`[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"block","arguments":{"wait":false}}},` +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"block","arguments":{"wait":true}}}]`)
+	<-started
+	<-started
+	// Member 1 is done, member 2 runs: both hold the cap's two places.
+	for i := range 50 {
+		h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"block","arguments":{"wait":false}}}`, 100+i))
+		m := h.recv()
+		raw, _ := json.Marshal(m)
+		if !strings.Contains(string(raw), "MCP_CONCURRENCY_LIMIT") {
+			t.Fatalf("probe %d: %s; the finished batch member no longer counts against the cap", i, raw)
+		}
+	}
+	// Withdraw member 1 (finished, answer waiting) and end member 2:
+	// nothing is written, so the next line answers the ping.
+	h.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+	h.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`)
+	h.send(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)
+	if m := h.recv(); m["id"] != float64(9) {
+		t.Fatalf("got %v, want only the ping's answer: both members were cancelled", m)
+	}
+}

@@ -36,13 +36,23 @@ func (r replier) sendError(e *jsonrpc.Error) {
 // writes them as one array once each has its answer, in the order the
 // answers came (JSON-RPC 2.0 §6 allows any order). A batch whose requests
 // all went unanswered (cancelled calls) writes nothing, as does one that
-// held only notifications.
+// held only notifications. A member's call stays in the session's
+// inflight map until its batch is written, so that held answers count
+// against the pending cap and can still be cancelled.
 type batch struct {
 	ss *Session
 
 	mu      sync.Mutex
 	pending int // members without an answer, plus one until dispatched
-	answers [][]byte
+	answers []answer
+}
+
+// answer is one member's response; for a tools/call, with the call, which
+// stays in the session's inflight map until the batch is written.
+type answer struct {
+	msg  []byte
+	id   jsonrpc.ID
+	call *call // nil for answers that are not of a started call
 }
 
 func newBatch(ss *Session) *batch {
@@ -68,35 +78,63 @@ func (m *batchMember) answer(msg []byte) {
 	if !m.answered.CompareAndSwap(false, true) {
 		return
 	}
-	m.b.settle(msg)
+	m.b.settle(answer{msg: msg})
+}
+
+// answerCall is answer for a started tools/call, identified by id, whose
+// place in the session's inflight map the batch releases when it is
+// written.
+func (m *batchMember) answerCall(id jsonrpc.ID, c *call, msg []byte) {
+	if !m.answered.CompareAndSwap(false, true) {
+		return
+	}
+	m.b.settle(answer{msg: msg, id: id, call: c})
 }
 
 // dispatched tells the batch that every member has been handed out.
-func (b *batch) dispatched() { b.settle(nil) }
+func (b *batch) dispatched() { b.settle(answer{}) }
 
-func (b *batch) settle(msg []byte) {
+func (b *batch) settle(a answer) {
 	b.mu.Lock()
-	if msg != nil {
-		b.answers = append(b.answers, msg)
+	if a.msg != nil || a.call != nil {
+		b.answers = append(b.answers, a)
 	}
 	b.pending--
 	done := b.pending == 0
 	answers := b.answers
 	b.mu.Unlock()
-	if !done || len(answers) == 0 {
+	if !done {
 		return
 	}
-	n := 2 + len(answers) - 1
+	// The calls leave inflight now; one the client cancelled after it
+	// finished, while its answer waited here, is left out.
+	var msgs [][]byte
+	n := 2
+	ss := b.ss
+	ss.mu.Lock()
 	for _, a := range answers {
-		n += len(a)
+		if a.call != nil {
+			delete(ss.inflight, a.id)
+			if a.call.peerCancelled {
+				continue
+			}
+		}
+		if a.msg != nil {
+			msgs = append(msgs, a.msg)
+			n += len(a.msg) + 1
+		}
+	}
+	ss.mu.Unlock()
+	if len(msgs) == 0 {
+		return
 	}
 	out := make([]byte, 0, n)
 	out = append(out, '[')
-	for i, a := range answers {
+	for i, m := range msgs {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(out, a...)
+		out = append(out, m...)
 	}
-	b.ss.send(append(out, ']'))
+	ss.send(append(out, ']'))
 }
