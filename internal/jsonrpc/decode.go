@@ -215,8 +215,13 @@ func decodeObject(d *jsontext.Decoder) (msg *Message, perr, verr *Error) {
 			m.Params = bytes.Clone(val)
 		case "result":
 			seen |= hasResult
+			m.Result = bytes.Clone(val)
 		case "error":
 			seen |= hasError
+			if val.Kind() != '{' {
+				violate(`"error" must be an object`)
+			}
+			m.Error = bytes.Clone(val)
 		default:
 			violate("unknown member " + strconv.Quote(truncate(name, 64)))
 		}
@@ -238,6 +243,12 @@ func decodeObject(d *jsontext.Decoder) (msg *Message, perr, verr *Error) {
 			m.Kind = KindNotification
 		}
 	case seen&(hasResult|hasError) != 0:
+		if seen&hasResult != 0 && seen&hasError != 0 {
+			violate(`a response must not carry both "result" and "error"`)
+		}
+		if seen&hasID == 0 && seen&hasResult != 0 {
+			violate(`a result must carry the id of its request`)
+		}
 		m.Kind = KindResponse
 	default:
 		violate(`missing "method"`)

@@ -161,8 +161,10 @@ var decodeCases = []decodeCase{
 	// Responses.
 	{"result response", req(`"id":1,"result":{}`), false, []string{`resp 1`}},
 	{"error response", req(`"id":"r","error":{"code":-1,"message":"x"}`), false, []string{`resp "r"`}},
-	{"response without id", req(`"result":{}`), false, []string{`resp`}},
-	{"response with result and error", req(`"id":1,"result":{},"error":{}`), false, []string{`resp 1`}},
+	{"response without id", req(`"result":{}`), false, []string{`err -32600`}},
+	{"error response without id", req(`"error":{"code":-32700,"message":"m"}`), false, []string{`resp`}},
+	{"response with result and error", req(`"id":1,"result":{},"error":{}`), false, []string{`err -32600 id=1`}},
+	{"error that is not an object", req(`"id":1,"error":"boom"`), false, []string{`err -32600 id=1`}},
 	{"response with params", req(`"id":1,"result":{},"params":{}`), false, []string{`resp 1 {}`}},
 	{"response with bad id", req(`"id":null,"result":{}`), false, []string{`err -32600`}},
 	{"request with result", req(`"id":1,"method":"m","result":{}`), false, []string{`err -32600 id=1`}},

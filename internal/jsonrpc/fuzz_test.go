@@ -157,6 +157,10 @@ func refEnvelope(obj map[string]any) (m Message, ok bool, echo ID) {
 		}
 	} else if hasResult || hasError {
 		m.Kind = KindResponse
+		_, hasID := obj["id"]
+		if _, isObj := obj["error"].(map[string]any); (hasError && !isObj) || (hasResult && hasError) || (hasResult && !hasID) {
+			ok = false
+		}
 	} else {
 		ok = false
 	}
@@ -204,6 +208,23 @@ func checkItem(t *testing.T, it Item, v any) {
 		d.UseNumber()
 		if err := d.Decode(&got); err != nil || !reflect.DeepEqual(got, params) {
 			t.Fatalf("Params %q decode to %#v (%v), want %#v", m.Params, got, err, params)
+		}
+	}
+	for _, member := range []struct {
+		name string
+		raw  []byte
+	}{{"result", m.Result}, {"error", m.Error}} {
+		want, has := obj[member.name]
+		if has != (member.raw != nil) {
+			t.Fatalf("%s present %v, raw %q", member.name, has, member.raw)
+		}
+		if has {
+			var got any
+			d := json.NewDecoder(bytes.NewReader(member.raw))
+			d.UseNumber()
+			if err := d.Decode(&got); err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s %q decodes to %#v (%v), want %#v", member.name, member.raw, got, err, want)
+			}
 		}
 	}
 	if m.ID.IsValid() {

@@ -108,6 +108,12 @@ type Message struct {
 	// Params is the raw params object, or nil when absent. It does not
 	// alias the frame.
 	Params []byte
+	// Result and Error are the raw result value and error object of a
+	// response (one of them is set); nil for requests and notifications.
+	// They do not alias the frame. A server ignores responses; a client
+	// (the gateway's upstream connectors) reads them.
+	Result []byte
+	Error  []byte
 }
 
 // Error is a JSON-RPC error response to send. ID is zero when the request id
