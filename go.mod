@@ -10,6 +10,7 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // JSON Schema 2020-12 validation of tool arguments
 	github.com/shirou/gopsutil/v4 v4.26.10 // system_metrics
 	go.uber.org/goleak v1.3.0 // tests only: goroutine leak checks
+	go.yaml.in/yaml/v3 v3.0.6 // gateway configuration: parsed into a node tree, decoded strictly by internal/gateway/config
 	golang.org/x/sys v0.50.0 // openat2 for sandbox_fs_read
 	golang.org/x/text v0.41.0 // English messages of schema validation errors
 	google.golang.org/protobuf v1.33.0 // protoreflect walk of pg_query parse trees

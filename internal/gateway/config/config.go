@@ -1,0 +1,543 @@
+// Package config reads the configuration of `bastion gateway`: one YAML
+// file, decoded strictly (unknown or duplicate keys, aliases and values of
+// the wrong kind are errors), defaulted and validated in one pass, with
+// every error naming the key path at fault. `bastion gateway --check` runs
+// exactly this path.
+//
+// Secrets are never inline: a value that carries a credential (a
+// downstream's Authorization header, an environment variable whose name
+// says token, secret, password or key) must be a ${NAME} reference, which
+// is resolved from the gateway's environment at start-up; an unset NAME
+// stops start-up.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the validated gateway configuration.
+type Config struct {
+	// Listen is the HTTP front's address (host:port).
+	Listen string `yaml:"listen"`
+	// PublicURL is the one canonical URI of the MCP endpoint: allowed
+	// Host and Origin come from it.
+	PublicURL string `yaml:"public_url"`
+	// Path is the MCP endpoint's path; it is PublicURL's path.
+	Path string `yaml:"path"`
+	// Servers are the downstream MCP servers, in the order given.
+	Servers []Server `yaml:"servers"`
+	// Auth is how callers authenticate.
+	Auth Auth `yaml:"auth"`
+	// Discovery bounds how downstream lists are read.
+	Discovery Discovery `yaml:"discovery"`
+	// Limits bound what any caller or downstream can make the gateway hold.
+	Limits Limits `yaml:"limits"`
+	// Sessions configures the signed session ids of legacy HTTP clients.
+	Sessions Sessions `yaml:"sessions"`
+	// ArgumentErrors says how arguments that fail a tool's input schema
+	// are reported: "in_band" (isError, default) or "protocol" (-32602).
+	ArgumentErrors string `yaml:"argument_errors"`
+	// Metrics, when set, serves Prometheus metrics on its own address.
+	Metrics *Metrics `yaml:"metrics"`
+	// Log configures the structured log on stderr.
+	Log Log `yaml:"log"`
+}
+
+// Server is one downstream MCP server: a stdio child (Command) or a
+// Streamable HTTP endpoint (URL).
+type Server struct {
+	// Name is the server's part of every qualified tool name.
+	Name string `yaml:"name"`
+	// Command is the child's argv; the first element is the program.
+	Command []string `yaml:"command"`
+	// Env is the child's whole environment besides PATH: the gateway's
+	// own environment is not passed on.
+	Env map[string]string `yaml:"env"`
+	// Dir is the child's working directory; default the gateway's.
+	Dir string `yaml:"dir"`
+	// URL is a Streamable HTTP endpoint.
+	URL string `yaml:"url"`
+	// Headers are sent with every request to URL: the gateway's own
+	// credentials for that server, never a caller's.
+	Headers map[string]string `yaml:"headers"`
+	// InsecureHTTP allows an http:// URL to a host other than a loopback
+	// literal.
+	InsecureHTTP bool `yaml:"insecure_http"`
+	// Timeout bounds one call to this server; default Limits.Call.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// Stdio reports whether s is a child process.
+func (s *Server) Stdio() bool { return len(s.Command) > 0 }
+
+// Auth configures authentication. Only mode "none" exists yet: bearer
+// tokens and JWTs arrive with the authorization part of the gateway, and
+// until then the configuration must say explicitly that callers are not
+// authenticated, and the gateway then listens on loopback only.
+type Auth struct {
+	Mode string `yaml:"mode"`
+}
+
+// Discovery bounds the reading of one server's tools/list.
+type Discovery struct {
+	// Pages is the most pages one list may take.
+	Pages int `yaml:"pages"`
+	// Tools is the most tools one server may list.
+	Tools int `yaml:"tools"`
+	// ListTimeout bounds the whole walk of one list.
+	ListTimeout Duration `yaml:"list_timeout"`
+	// Refresh is how often every server is listed again; 0 turns it off
+	// (list_changed notifications still trigger a walk).
+	Refresh Duration `yaml:"refresh"`
+}
+
+// Limits bound requests, downstream messages and calls.
+type Limits struct {
+	// Body is the largest HTTP request body.
+	Body ByteSize `yaml:"body"`
+	// Batch is the most members of a 2025-03-26 batch.
+	Batch int `yaml:"batch"`
+	// DownstreamMessage is the largest message read from a downstream.
+	DownstreamMessage ByteSize `yaml:"downstream_message"`
+	// Call is the deadline of one tools/call.
+	Call Duration `yaml:"call"`
+	// InflightPerDownstream is the most calls in flight to one server.
+	InflightPerDownstream int `yaml:"inflight_per_downstream"`
+}
+
+// Sessions configures legacy session ids, HMAC-sealed so that any replica
+// holding the key serves any session.
+type Sessions struct {
+	// KeyEnv names the environment variable that holds the key: at least
+	// 32 bytes, hex or base64 encoded, or raw.
+	KeyEnv string `yaml:"key_env"`
+	// TTL is how long a session id stays valid.
+	TTL Duration `yaml:"ttl"`
+}
+
+// Metrics is the opt-in Prometheus endpoint.
+type Metrics struct {
+	Listen string `yaml:"listen"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+// Defaults.
+const (
+	DefaultListen                = "127.0.0.1:8080"
+	DefaultPath                  = "/mcp"
+	DefaultPages                 = 1000
+	DefaultTools                 = 100_000
+	DefaultListTimeout           = 10 * time.Second
+	DefaultRefresh               = 5 * time.Minute
+	DefaultBody                  = 4 << 20
+	DefaultBatch                 = 64
+	DefaultDownstreamMessage     = 16 << 20
+	DefaultCall                  = 30 * time.Second
+	DefaultInflightPerDownstream = 64
+	DefaultSessionKeyEnv         = "MCP_GATEWAY_SESSION_KEY"
+	DefaultSessionTTL            = 24 * time.Hour
+)
+
+// MaxFileBytes is the largest configuration file read.
+const MaxFileBytes = 1 << 20
+
+// Error is one configuration error: the key path and what is wrong.
+type Error struct {
+	Path string
+	Line int // 0 when unknown
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	where := e.Path
+	if where == "" {
+		where = "(file)"
+	}
+	if e.Line > 0 {
+		where += fmt.Sprintf(" (line %d)", e.Line)
+	}
+	return where + ": " + e.Msg
+}
+
+// Load reads, decodes, defaults and validates the file at path. getenv
+// resolves ${NAME} references. The error, when not nil, joins one *Error
+// per problem.
+func Load(path string, getenv func(string) (string, bool)) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, &Error{Msg: fmt.Sprintf("the file is larger than %d bytes", MaxFileBytes)}
+	}
+	return Parse(data, getenv)
+}
+
+// Parse is Load of data already read.
+func Parse(data []byte, getenv func(string) (string, bool)) (*Config, error) {
+	c := &Config{}
+	if err := parseYAML(data, c); err != nil {
+		return nil, err
+	}
+	v := &validator{getenv: getenv}
+	c.defaults()
+	v.check(c)
+	if len(v.errs) > 0 {
+		return nil, errors.Join(v.errs...)
+	}
+	return c, nil
+}
+
+func (c *Config) defaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Path == "" {
+		c.Path = DefaultPath
+	}
+	if c.PublicURL == "" {
+		c.PublicURL = "http://" + c.Listen + c.Path
+	}
+	d := &c.Discovery
+	if d.Pages == 0 {
+		d.Pages = DefaultPages
+	}
+	if d.Tools == 0 {
+		d.Tools = DefaultTools
+	}
+	if d.ListTimeout == 0 {
+		d.ListTimeout = Duration(DefaultListTimeout)
+	}
+	l := &c.Limits
+	if l.Body == 0 {
+		l.Body = DefaultBody
+	}
+	if l.Batch == 0 {
+		l.Batch = DefaultBatch
+	}
+	if l.DownstreamMessage == 0 {
+		l.DownstreamMessage = DefaultDownstreamMessage
+	}
+	if l.Call == 0 {
+		l.Call = Duration(DefaultCall)
+	}
+	if l.InflightPerDownstream == 0 {
+		l.InflightPerDownstream = DefaultInflightPerDownstream
+	}
+	if c.Sessions.KeyEnv == "" {
+		c.Sessions.KeyEnv = DefaultSessionKeyEnv
+	}
+	if c.Sessions.TTL == 0 {
+		c.Sessions.TTL = Duration(DefaultSessionTTL)
+	}
+	if c.ArgumentErrors == "" {
+		c.ArgumentErrors = "in_band"
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "json"
+	}
+	for i := range c.Servers {
+		if c.Servers[i].Timeout == 0 {
+			c.Servers[i].Timeout = c.Limits.Call
+		}
+	}
+}
+
+// validator collects errors.
+type validator struct {
+	getenv func(string) (string, bool)
+	errs   []error
+}
+
+func (v *validator) fail(path, format string, args ...any) {
+	v.errs = append(v.errs, &Error{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// serverName is the syntax of a server name: no dots, so that a
+// qualified name <server>.<tool> splits at its first dot.
+var serverName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// envName is the syntax of an environment variable name.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// headerName is an RFC 9110 token.
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+func (v *validator) check(c *Config) {
+	v.listen("listen", c.Listen)
+	if !strings.HasPrefix(c.Path, "/") || strings.ContainsAny(c.Path, "?#") {
+		v.fail("path", "must be an absolute URL path without query or fragment, as /mcp")
+	}
+	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		v.fail("public_url", "must be an absolute http or https URL without user, query or fragment")
+	} else if u.Path != c.Path {
+		v.fail("public_url", "its path %s is not the configured path %s", strconv.Quote(u.Path), strconv.Quote(c.Path))
+	}
+	switch c.Auth.Mode {
+	case "none":
+		if !loopback(c.Listen) {
+			v.fail("listen", "with auth mode none the gateway listens on a loopback address only (127.0.0.1, [::1] or localhost)")
+		}
+	case "":
+		v.fail("auth.mode", `is required: no authentication method is configured; set auth: {mode: none} to run without one, on loopback only`)
+	default:
+		v.fail("auth.mode", `must be "none" (bearer tokens and JWTs are not available yet)`)
+	}
+	if len(c.Servers) == 0 {
+		v.fail("servers", "at least one server is required")
+	}
+	names := map[string]bool{}
+	for i := range c.Servers {
+		s := &c.Servers[i]
+		p := fmt.Sprintf("servers[%d]", i)
+		switch {
+		case s.Name == "":
+			v.fail(p+".name", "is required")
+		case !serverName.MatchString(s.Name):
+			v.fail(p+".name", "must be 1-63 characters of a-z, 0-9, _ and -, starting with a letter or digit (no dots: qualified names split at the first)")
+		case names[s.Name]:
+			v.fail(p+".name", "another server has the name %s", s.Name)
+		}
+		names[s.Name] = true
+		v.server(p, s)
+	}
+	v.positive("discovery.pages", c.Discovery.Pages, 1_000_000)
+	v.positive("discovery.tools", c.Discovery.Tools, 10_000_000)
+	v.duration("discovery.list_timeout", c.Discovery.ListTimeout, time.Millisecond, time.Hour)
+	if c.Discovery.Refresh != 0 {
+		v.duration("discovery.refresh", c.Discovery.Refresh, time.Second, 24*time.Hour)
+	}
+	v.size("limits.body", c.Limits.Body, 1<<10, 1<<30)
+	v.positive("limits.batch", c.Limits.Batch, 10_000)
+	v.size("limits.downstream_message", c.Limits.DownstreamMessage, 1<<10, 1<<30)
+	v.duration("limits.call", c.Limits.Call, time.Millisecond, 24*time.Hour)
+	v.positive("limits.inflight_per_downstream", c.Limits.InflightPerDownstream, 100_000)
+	if !envName.MatchString(c.Sessions.KeyEnv) {
+		v.fail("sessions.key_env", "must be an environment variable name")
+	}
+	v.duration("sessions.ttl", c.Sessions.TTL, time.Minute, 30*24*time.Hour)
+	if c.ArgumentErrors != "in_band" && c.ArgumentErrors != "protocol" {
+		v.fail("argument_errors", `must be "in_band" or "protocol"`)
+	}
+	if c.Metrics != nil {
+		if c.Metrics.Listen == "" {
+			v.fail("metrics.listen", "is required when metrics is set")
+		} else {
+			v.listen("metrics.listen", c.Metrics.Listen)
+			if c.Metrics.Listen == c.Listen {
+				v.fail("metrics.listen", "must differ from listen")
+			}
+		}
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		v.fail("log.level", "must be one of debug, info, warn, error")
+	}
+	if c.Log.Format != "json" && c.Log.Format != "text" {
+		v.fail("log.format", "must be json or text")
+	}
+}
+
+func (v *validator) server(p string, s *Server) {
+	switch {
+	case s.Stdio() && s.URL != "":
+		v.fail(p, "has both command and url; a server is one or the other")
+	case !s.Stdio() && s.URL == "":
+		v.fail(p, "needs a command (a stdio child) or a url (Streamable HTTP)")
+	case s.Stdio():
+		if s.Command[0] == "" {
+			v.fail(p+".command[0]", "must name the program")
+		}
+		for i, a := range s.Command {
+			if strings.ContainsRune(a, 0) {
+				v.fail(fmt.Sprintf("%s.command[%d]", p, i), "contains a NUL byte")
+			}
+		}
+		if len(s.Headers) > 0 || s.InsecureHTTP {
+			v.fail(p, "headers and insecure_http are for url servers")
+		}
+	default:
+		u, err := url.Parse(s.URL)
+		switch {
+		case err != nil || u.Host == "" || u.User != nil || u.Fragment != "":
+			v.fail(p+".url", "must be an absolute URL without user or fragment")
+		case u.Scheme == "https":
+		case u.Scheme == "http" && (loopbackHost(u.Hostname()) || s.InsecureHTTP):
+		case u.Scheme == "http":
+			v.fail(p+".url", "http is allowed only to a loopback address; use https, or set insecure_http: true")
+		default:
+			v.fail(p+".url", "must be http or https")
+		}
+		if len(s.Env) > 0 || s.Dir != "" {
+			v.fail(p, "env and dir are for command servers")
+		}
+	}
+	v.timeout(p+".timeout", s.Timeout)
+	for _, k := range sortedKeys(s.Env) {
+		kp := p + ".env." + k
+		switch {
+		case !envName.MatchString(k):
+			v.fail(kp, "is not an environment variable name")
+		case k == "PATH":
+			v.fail(kp, "PATH is passed on from the gateway and cannot be set")
+		}
+		s.Env[k] = v.value(kp, s.Env[k], sensitiveName(k))
+	}
+	lower := map[string]bool{}
+	for _, k := range sortedKeys(s.Headers) {
+		kp := p + ".headers." + k
+		l := strings.ToLower(k)
+		switch {
+		case !headerName.MatchString(k):
+			v.fail(kp, "is not a header name")
+		case lower[l]:
+			v.fail(kp, "another header has the same name in another case")
+		case reservedHeader(l):
+			v.fail(kp, "is set by the gateway and cannot be configured")
+		}
+		lower[l] = true
+		s.Headers[k] = v.value(kp, s.Headers[k], sensitiveName(k) || l == "authorization" || l == "proxy-authorization" || l == "cookie")
+	}
+}
+
+// reservedHeader reports whether a downstream header is the gateway's to
+// set: the MCP transport headers and the identity headers.
+func reservedHeader(l string) bool {
+	switch l {
+	case "host", "content-type", "content-length", "accept", "connection", "transfer-encoding",
+		"mcp-session-id", "mcp-protocol-version", "mcp-method", "mcp-name", "last-event-id":
+		return true
+	}
+	return strings.HasPrefix(l, "mcp-param-") || strings.HasPrefix(l, "x-mcp-gateway-")
+}
+
+// sensitiveName reports whether a variable or header name says it holds a
+// credential.
+func sensitiveName(k string) bool {
+	l := strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(k))
+	for _, s := range []string{"token", "secret", "password", "passwd", "apikey", "credential", "privatekey", "auth"} {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// reference is a ${NAME} reference to the gateway's environment.
+var reference = regexp.MustCompile(`\$\{([^}]*)\}`)
+
+// value resolves the ${NAME} references of a configured value. A secret
+// must be references only (plus fixed text such as "Bearer "): a value
+// with no reference at all is refused.
+func (v *validator) value(path, s string, secret bool) string {
+	refs := reference.FindAllStringSubmatchIndex(s, -1)
+	if secret && len(refs) == 0 {
+		v.fail(path, "holds a credential, which must come from the environment: write ${NAME}")
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, r := range refs {
+		b.WriteString(s[last:r[0]])
+		name := s[r[2]:r[3]]
+		last = r[1]
+		if !envName.MatchString(name) {
+			v.fail(path, "%s is not a valid reference; write ${NAME}", strconv.Quote(s[r[0]:r[1]]))
+			continue
+		}
+		val, ok := v.getenv(name)
+		if !ok {
+			v.fail(path, "refers to %s, which is not set in the environment", name)
+			continue
+		}
+		b.WriteString(val)
+	}
+	b.WriteString(s[last:])
+	if strings.ContainsAny(b.String(), "\x00\r\n") {
+		v.fail(path, "contains a NUL or line break")
+	}
+	return b.String()
+}
+
+func (v *validator) listen(path, addr string) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		v.fail(path, "must be host:port, as 127.0.0.1:8080")
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		v.fail(path, "the port must be a number from 0 to 65535")
+	}
+	_ = host
+}
+
+func (v *validator) positive(path string, n, max int) {
+	if n < 1 || n > max {
+		v.fail(path, "must be from 1 to %d", max)
+	}
+}
+
+func (v *validator) duration(path string, d Duration, lo, hi time.Duration) {
+	if time.Duration(d) < lo || time.Duration(d) > hi {
+		v.fail(path, "must be from %s to %s", lo, hi)
+	}
+}
+
+func (v *validator) timeout(path string, d Duration) {
+	v.duration(path, d, time.Millisecond, 24*time.Hour)
+}
+
+func (v *validator) size(path string, n ByteSize, lo, hi int64) {
+	if int64(n) < lo || int64(n) > hi {
+		v.fail(path, "must be from %s to %s", ByteSize(lo), ByteSize(hi))
+	}
+}
+
+// loopback reports whether addr (host:port) binds a loopback address only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && loopbackHost(host)
+}
+
+// loopbackHost reports whether host is a loopback literal or localhost.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && ip.IsLoopback()
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

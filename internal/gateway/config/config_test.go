@@ -1,0 +1,185 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+const minimal = `
+auth: {mode: none}
+servers:
+  - name: refund
+    command: [./bin/refund]
+`
+
+func TestMinimalDefaults(t *testing.T) {
+	c, err := Parse([]byte(minimal), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != DefaultListen || c.Path != "/mcp" || c.PublicURL != "http://127.0.0.1:8080/mcp" {
+		t.Errorf("listen %q path %q public_url %q", c.Listen, c.Path, c.PublicURL)
+	}
+	if c.Limits.Body != DefaultBody || c.Limits.Call.D() != DefaultCall || c.Servers[0].Timeout.D() != DefaultCall {
+		t.Errorf("limits %+v, server timeout %v", c.Limits, c.Servers[0].Timeout)
+	}
+	if c.Discovery.Pages != DefaultPages || c.Discovery.ListTimeout.D() != DefaultListTimeout || c.Discovery.Refresh != 0 {
+		t.Errorf("discovery %+v", c.Discovery)
+	}
+	if c.Sessions.KeyEnv != DefaultSessionKeyEnv || c.ArgumentErrors != "in_band" || c.Log.Level != "info" {
+		t.Errorf("sessions %+v argument_errors %q log %+v", c.Sessions, c.ArgumentErrors, c.Log)
+	}
+}
+
+func TestFull(t *testing.T) {
+	c, err := Parse([]byte(`
+listen: 127.0.0.1:9000
+public_url: http://127.0.0.1:9000/gw
+path: /gw
+auth: {mode: none}
+servers:
+  - name: refund
+    command: [./bin/refund, --flag]
+    env: {REFUND_TOKEN: "${TOK}", MCP_LOG_LEVEL: warn}
+    timeout: 5s
+  - name: docs
+    url: https://docs.example/mcp
+    headers: {Authorization: "Bearer ${DOCS}", X-Tenant: acme}
+discovery: {pages: 10, tools: 50, list_timeout: 2s, refresh: 1m}
+limits: {body: 512KiB, batch: 8, downstream_message: 1MiB, call: 10s, inflight_per_downstream: 4}
+sessions: {key_env: KEY, ttl: 1h}
+argument_errors: protocol
+metrics: {listen: 127.0.0.1:9090}
+log: {level: debug, format: text}
+`), env(map[string]string{"TOK": "t0k", "DOCS": "d0cs"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Servers[0].Env["REFUND_TOKEN"]; got != "t0k" {
+		t.Errorf("env reference resolved to %q", got)
+	}
+	if got := c.Servers[1].Headers["Authorization"]; got != "Bearer d0cs" {
+		t.Errorf("header reference resolved to %q", got)
+	}
+	if c.Limits.Body != 512<<10 || c.Limits.DownstreamMessage != 1<<20 || c.Servers[1].Timeout.D() != 10*time.Second {
+		t.Errorf("sizes %+v", c.Limits)
+	}
+	if c.Metrics == nil || c.Metrics.Listen != "127.0.0.1:9090" || c.Discovery.Refresh.D() != time.Minute {
+		t.Errorf("metrics %+v discovery %+v", c.Metrics, c.Discovery)
+	}
+}
+
+// TestErrorsNameTheKey: every error names the key path at fault, and
+// each problem gets an error of its own.
+func TestErrorsNameTheKey(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"empty file", ``, []string{"(file): the file is empty"}},
+		{"not yaml", `servers: [`, []string{"(file): not valid YAML"}},
+		{"two documents", minimal + "---\nlisten: x\n", []string{"more than one YAML document"}},
+		{"unknown key", minimal + "listne: 127.0.0.1:1\n", []string{"listne (line 6): unknown key (did you mean listen?)"}},
+		{"unknown nested key", "auth: {mode: none}\nservers:\n  - name: a\n    comand: [x]\n",
+			[]string{"servers[0].comand (line 4): unknown key (did you mean command?)"}},
+		{"duplicate key", minimal + "auth: {mode: none}\n", []string{"auth (line 6): the key appears twice"}},
+		{"duplicate map key", "auth: {mode: none}\nservers:\n  - name: a\n    command: [x]\n    env: {A: 1, A: 2}\n",
+			[]string{"servers[0].env.A (line 5): the key appears twice"}},
+		{"alias", "auth: {mode: none}\nx: &a [1]\nservers:\n  - name: a\n    command: *a\n", []string{"x (line 2): unknown key", "servers[0].command (line 5): anchors and aliases are not accepted"}},
+		{"wrong kind", "auth: {mode: none}\nservers: {name: a}\n", []string{"servers (line 2): must be a list"}},
+		{"number for string list", "auth: {mode: none}\nservers:\n  - name: a\n    command: ./x\n", []string{"servers[0].command (line 4): must be a list"}},
+		{"no auth", "servers:\n  - name: a\n    command: [x]\n", []string{"auth.mode: is required"}},
+		{"auth other", "auth: {mode: tokens}\nservers:\n  - name: a\n    command: [x]\n", []string{`auth.mode: must be "none"`}},
+		{"auth none off loopback", "listen: 0.0.0.0:8080\npublic_url: http://gw.example:8080/mcp\nauth: {mode: none}\nservers:\n  - name: a\n    command: [x]\n",
+			[]string{"listen: with auth mode none the gateway listens on a loopback address only"}},
+		{"no servers", "auth: {mode: none}\n", []string{"servers: at least one server is required"}},
+		{"bad name", "auth: {mode: none}\nservers:\n  - name: Re.fund\n    command: [x]\n", []string{"servers[0].name: must be 1-63 characters"}},
+		{"duplicate name", minimal + "  - name: refund\n    command: [y]\n", []string{"servers[1].name: another server has the name refund"}},
+		{"both", "auth: {mode: none}\nservers:\n  - name: a\n    command: [x]\n    url: https://h/mcp\n", []string{"servers[0]: has both command and url"}},
+		{"plain http", "auth: {mode: none}\nservers:\n  - name: a\n    url: http://h.example/mcp\n", []string{"servers[0].url: http is allowed only to a loopback address"}},
+		{"inline secret", "auth: {mode: none}\nservers:\n  - name: a\n    url: https://h/mcp\n    headers: {Authorization: Bearer abc}\n",
+			[]string{"servers[0].headers.Authorization: holds a credential, which must come from the environment"}},
+		{"inline secret env", "auth: {mode: none}\nservers:\n  - name: a\n    command: [x]\n    env: {API_TOKEN: abc}\n",
+			[]string{"servers[0].env.API_TOKEN: holds a credential"}},
+		{"unset reference", "auth: {mode: none}\nservers:\n  - name: a\n    command: [x]\n    env: {API_TOKEN: \"${NOPE}\"}\n",
+			[]string{"servers[0].env.API_TOKEN: refers to NOPE, which is not set"}},
+		{"reserved header", "auth: {mode: none}\nservers:\n  - name: a\n    url: https://h/mcp\n    headers: {X-MCP-Gateway-Role: admin, Mcp-Session-Id: x}\n",
+			[]string{"servers[0].headers.Mcp-Session-Id: is set by the gateway", "servers[0].headers.X-MCP-Gateway-Role: is set by the gateway"}},
+		{"PATH", "auth: {mode: none}\nservers:\n  - name: a\n    command: [x]\n    env: {PATH: /x}\n", []string{"servers[0].env.PATH: PATH is passed on"}},
+		{"duration unit", minimal + "limits: {call: 30}\n", []string{"limits.call (line 6): must be a duration with a unit"}},
+		{"size", minimal + "limits: {body: 4 potatoes}\n", []string{"limits.body (line 6): must be a size"}},
+		{"size range", minimal + "limits: {body: 1B}\n", []string{"limits.body: must be from 1KiB to 1GiB"}},
+		{"bool", minimal + "  - name: b\n    url: http://h.example/x\n    insecure_http: yes\n", []string{"servers[1].insecure_http (line 8): must be true or false"}},
+		{"public url path", minimal + "public_url: http://127.0.0.1:8080/other\n", []string{`public_url: its path "/other" is not the configured path "/mcp"`}},
+		{"metrics", minimal + "metrics: {}\n", []string{"metrics.listen: is required when metrics is set"}},
+		{"several at once", "auth: {mode: none}\nlog: {level: loud, format: xml}\nservers:\n  - name: a\n    command: [x]\n",
+			[]string{"log.level: must be one of", "log.format: must be json or text"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml), env(nil))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestSecretValueNeverInErrors(t *testing.T) {
+	_, err := Parse([]byte("auth: {mode: tokens}\nservers:\n  - name: a\n    url: https://h/mcp\n    headers: {Authorization: \"Bearer ${T}\"}\n"),
+		env(map[string]string{"T": "s3cr3t-value"}))
+	if err == nil || strings.Contains(err.Error(), "s3cr3t-value") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "gw.yaml")
+	if err := os.WriteFile(p, []byte(minimal), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p, env(nil)); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, []byte(strings.Repeat("#", MaxFileBytes+1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(big, env(nil)); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("oversized file: %v", err)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml"), env(nil)); err == nil {
+		t.Fatal("missing file accepted")
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	for in, want := range map[string]int64{"1024": 1024, "4MiB": 4 << 20, "512 KiB": 512 << 10, "1GB": 1e9, "3kB": 3000, "7B": 7} {
+		var b ByteSize
+		if err := b.setScalar(in); err != nil || int64(b) != want {
+			t.Errorf("%q = %d, %v; want %d", in, b, err, want)
+		}
+	}
+	for _, in := range []string{"", "MiB", "-1", "1.5MiB", "1 TiB", "99999999999GiB"} {
+		var b ByteSize
+		if err := b.setScalar(in); err == nil {
+			t.Errorf("%q accepted as %d", in, b)
+		}
+	}
+	if s := ByteSize(4 << 20).String(); s != "4MiB" {
+		t.Errorf("String = %q", s)
+	}
+}
