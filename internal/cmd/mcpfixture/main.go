@@ -1,0 +1,336 @@
+// Command mcpfixture is a stdio MCP server for the gateway's tests: a real
+// process whose behaviour the test chooses through FIXTURE_* environment
+// variables, including the ways a downstream misbehaves (pagination that
+// never ends, garbage and oversized lines, duplicate responses, crashes,
+// a process that ignores SIGTERM). It writes its raw JSON-RPC by hand,
+// not through the project's server core, so that it can break every rule
+// the core keeps. It is a development aid, never shipped.
+//
+//	FIXTURE_ERA        modern (default: answers server/discover) or legacy
+//	                   (server/discover is -32601; initialize negotiates)
+//	FIXTURE_VERSION    the version a legacy server answers initialize with
+//	                   (default: the one asked for)
+//	FIXTURE_NAME       serverInfo name (default mcpfixture)
+//	FIXTURE_TOOLS      comma-separated tool names (default echo)
+//	FIXTURE_PAGES      how tools/list pages: "1" (default), a number of
+//	                   pages, or one of empty-cursor, empty-page, repeat,
+//	                   cycle, endless, error-at-2, hang-at-2, bad-tools,
+//	                   bad-cursor
+//	FIXTURE_LOG        a file that receives every line read, one per line
+//	FIXTURE_IGNORE_TERM  1: ignore SIGTERM and do not exit at EOF
+//	FIXTURE_STDERR     a number of lines to write to stderr at start
+//
+// Tools, whatever they are named in FIXTURE_TOOLS, behave by name:
+// echo (returns its arguments), slow (sleeps arguments.ms), hang (until
+// cancelled), crash (exits), progress (three notifications/progress
+// first), garbage and oversize (a bad line before the answer), duplicate
+// (answers twice), wrong-id (an answer to another id first), error (a
+// JSON-RPC error), iserror (an isError result), listchanged (sends
+// notifications/tools/list_changed), environ (returns the names of its
+// environment variables). Any other name echoes.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+type msg struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+}
+
+type server struct {
+	out     *bufio.Writer
+	mu      sync.Mutex
+	log     *os.File
+	modern  bool
+	tools   []string
+	pages   string
+	version string
+	name    string
+
+	cancelled sync.Map // id (raw) → chan struct{}
+	listCalls int
+}
+
+func main() {
+	s := &server{
+		out:     bufio.NewWriter(os.Stdout),
+		modern:  os.Getenv("FIXTURE_ERA") != "legacy",
+		tools:   strings.Split(envOr("FIXTURE_TOOLS", "echo"), ","),
+		pages:   envOr("FIXTURE_PAGES", "1"),
+		version: os.Getenv("FIXTURE_VERSION"),
+		name:    envOr("FIXTURE_NAME", "mcpfixture"),
+	}
+	if p := os.Getenv("FIXTURE_LOG"); p != "" {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "mcpfixture:", err)
+			os.Exit(2)
+		}
+		s.log = f
+	}
+	ignore := os.Getenv("FIXTURE_IGNORE_TERM") == "1"
+	if ignore {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	if n, _ := strconv.Atoi(os.Getenv("FIXTURE_STDERR")); n > 0 {
+		for i := range n {
+			fmt.Fprintf(os.Stderr, "fixture stderr line %d\n", i)
+		}
+	}
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 64<<20)
+	for in.Scan() {
+		line := in.Bytes()
+		if s.log != nil {
+			s.mu.Lock()
+			s.log.Write(append(append([]byte(nil), line...), '\n'))
+			s.mu.Unlock()
+		}
+		var m msg
+		if json.Unmarshal(line, &m) != nil {
+			continue
+		}
+		s.handle(m)
+	}
+	for ignore {
+		time.Sleep(time.Hour) // EOF changes nothing; only SIGKILL ends this process
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func (s *server) write(line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.out.WriteString(line)
+	s.out.WriteByte('\n')
+	s.out.Flush()
+}
+
+func (s *server) result(id json.RawMessage, result string) {
+	s.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":%s}`, id, result))
+}
+
+func (s *server) fail(id json.RawMessage, code int, message string) {
+	s.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%q}}`, id, code, message))
+}
+
+func (s *server) serverInfo() string {
+	return fmt.Sprintf(`{"name":%q,"version":"1.0.0"}`, s.name)
+}
+
+func (s *server) handle(m msg) {
+	if m.ID == nil {
+		if m.Method == "notifications/cancelled" {
+			var p struct {
+				RequestID json.RawMessage `json:"requestId"`
+			}
+			json.Unmarshal(m.Params, &p)
+			if ch, ok := s.cancelled.Load(string(p.RequestID)); ok {
+				close(ch.(chan struct{}))
+			}
+		}
+		return
+	}
+	switch m.Method {
+	case "server/discover":
+		if !s.modern {
+			s.fail(m.ID, -32601, "Method not found")
+			return
+		}
+		s.result(m.ID, fmt.Sprintf(`{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},"_meta":{"io.modelcontextprotocol/serverInfo":%s},"resultType":"complete"}`, s.serverInfo()))
+	case "initialize":
+		var p struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		}
+		json.Unmarshal(m.Params, &p)
+		v := s.version
+		if v == "" {
+			v = p.ProtocolVersion
+		}
+		s.result(m.ID, fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{"listChanged":true}},"serverInfo":%s}`, v, s.serverInfo()))
+	case "ping":
+		s.result(m.ID, `{}`)
+	case "tools/list":
+		s.list(m)
+	case "tools/call":
+		go s.call(m)
+	default:
+		s.fail(m.ID, -32601, "Method not found")
+	}
+}
+
+func (s *server) descriptor(name string) string {
+	return fmt.Sprintf(`{"name":%q,"description":"fixture tool %s","inputSchema":{"type":"object"}}`, name, name)
+}
+
+// list answers one tools/list page, as FIXTURE_PAGES says.
+func (s *server) list(m msg) {
+	var p struct {
+		Cursor *string `json:"cursor"`
+	}
+	json.Unmarshal(m.Params, &p)
+	cursor := ""
+	if p.Cursor != nil {
+		cursor = *p.Cursor
+	}
+	s.mu.Lock()
+	s.listCalls++
+	s.mu.Unlock()
+	page := func(tools []string, next string) {
+		descs := make([]string, len(tools))
+		for i, t := range tools {
+			descs[i] = s.descriptor(t)
+		}
+		body := `{"tools":[` + strings.Join(descs, ",") + `]`
+		if next != "none" {
+			body += `,"nextCursor":` + next
+		}
+		s.result(m.ID, body+`}`)
+	}
+	switch s.pages {
+	case "empty-cursor": // page 1 hands out "" as its cursor, which must continue
+		if p.Cursor == nil {
+			page(s.tools[:1], `""`)
+		} else {
+			page(s.tools[1:], "none")
+		}
+	case "empty-page":
+		switch cursor {
+		case "":
+			page(s.tools[:1], `"b"`)
+		case "b":
+			page(nil, `"c"`)
+		default:
+			page(s.tools[1:], `null`)
+		}
+	case "repeat":
+		page(s.tools[:1], `"same"`)
+	case "cycle":
+		switch cursor {
+		case "", "a":
+			page(s.tools[:1], `"b"`)
+		default:
+			page(s.tools[1:], `"a"`)
+		}
+	case "endless":
+		n, _ := strconv.Atoi(cursor)
+		page([]string{fmt.Sprintf("t%d", n)}, strconv.Quote(strconv.Itoa(n+1)))
+	case "error-at-2", "hang-at-2":
+		if p.Cursor == nil {
+			page(s.tools[:1], `"2"`)
+		} else if s.pages == "error-at-2" {
+			s.fail(m.ID, -32603, "page two failed")
+		} // hang: no answer at all
+	case "bad-tools":
+		s.result(m.ID, `{"tools":{"not":"an array"}}`)
+	case "bad-cursor":
+		s.result(m.ID, `{"tools":[],"nextCursor":7}`)
+	default:
+		n, _ := strconv.Atoi(s.pages)
+		n = max(n, 1)
+		i, _ := strconv.Atoi(cursor)
+		per := (len(s.tools) + n - 1) / n
+		lo, hi := min(i*per, len(s.tools)), min((i+1)*per, len(s.tools))
+		next := "none"
+		if i+1 < n {
+			next = strconv.Quote(strconv.Itoa(i + 1))
+		}
+		page(s.tools[lo:hi], next)
+	}
+}
+
+type callParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Meta      struct {
+		ProgressToken json.RawMessage `json:"progressToken"`
+	} `json:"_meta"`
+}
+
+func (s *server) call(m msg) {
+	var p callParams
+	json.Unmarshal(m.Params, &p)
+	args := p.Arguments
+	if args == nil {
+		args = json.RawMessage(`{}`)
+	}
+	echo := func() {
+		text, _ := json.Marshal(string(args))
+		s.result(m.ID, fmt.Sprintf(`{"content":[{"type":"text","text":%s}],"structuredContent":%s,"isError":false}`, text, args))
+	}
+	switch p.Name {
+	case "slow":
+		var a struct {
+			Ms int `json:"ms"`
+		}
+		json.Unmarshal(args, &a)
+		time.Sleep(time.Duration(a.Ms) * time.Millisecond)
+		echo()
+	case "hang":
+		ch := make(chan struct{})
+		s.cancelled.Store(string(m.ID), ch)
+		<-ch
+		if s.log != nil {
+			s.mu.Lock()
+			fmt.Fprintf(s.log, "{\"fixture\":\"cancelled\",\"id\":%s}\n", m.ID)
+			s.mu.Unlock()
+		}
+	case "crash":
+		os.Exit(3)
+	case "progress":
+		for i := 1; i <= 3; i++ {
+			s.write(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":%d,"total":3}}`,
+				p.Meta.ProgressToken, i))
+		}
+		echo()
+	case "garbage":
+		s.write(`this is not JSON {`)
+		s.write(`{"jsonrpc":"2.0","id":[1],"result":{}}`)
+		echo()
+	case "oversize":
+		s.write(`{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"` + strings.Repeat("x", 2<<20) + `"}}`)
+		echo()
+	case "duplicate":
+		echo()
+		echo()
+	case "wrong-id":
+		s.result(json.RawMessage(`987654`), `{"content":[],"isError":false}`)
+		echo()
+	case "error":
+		s.fail(m.ID, -32050, "the fixture says no")
+	case "iserror":
+		s.result(m.ID, `{"content":[{"type":"text","text":"it went wrong"}],"isError":true}`)
+	case "environ":
+		names := []string{}
+		for _, kv := range os.Environ() {
+			k, _, _ := strings.Cut(kv, "=")
+			names = append(names, k)
+		}
+		b, _ := json.Marshal(map[string]any{"names": names})
+		s.result(m.ID, fmt.Sprintf(`{"content":[{"type":"text","text":%q}],"structuredContent":%s,"isError":false}`, b, b))
+	case "listchanged":
+		s.write(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+		echo()
+	default:
+		echo()
+	}
+}

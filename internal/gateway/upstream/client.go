@@ -1,0 +1,504 @@
+// Package upstream connects the gateway to its downstream MCP servers. It is
+// an MCP client built on the project's own codec (wire, jsonrpc), not a
+// third-party SDK, because the gateway must keep every descriptor's raw
+// JSON: the digest, the schema walk and the review diff must see exactly
+// what the downstream sent.
+//
+// A [Client] speaks the protocol on one connection: it negotiates the
+// version (server/discover first, initialize if that fails), mints its own
+// request ids and multiplexes every caller's calls on them, matches
+// responses (dropping duplicate, late and misaddressed ones), translates
+// progress tokens, and answers the downstream's own requests. A transport
+// carries the bytes: a child process over stdio ([StdioServer]) or a
+// Streamable HTTP endpoint ([HTTPServer]); each keeps a Client and replaces
+// it when the connection is lost.
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/mcp"
+)
+
+// Errors of a call that got no answer from the downstream.
+var (
+	// ErrUnavailable: the downstream is not connected (starting, failed,
+	// restarting, or shut down).
+	ErrUnavailable = errors.New("upstream: the downstream server is not available")
+	// ErrConnectionLost: the connection ended while the call was in
+	// flight (the process died, the stream broke).
+	ErrConnectionLost = errors.New("upstream: the connection to the downstream server was lost")
+	// ErrClosed: the gateway is shutting the downstream down.
+	ErrClosed = errors.New("upstream: closed")
+)
+
+// RPCError is a JSON-RPC error the downstream answered with.
+type RPCError struct {
+	Code    int
+	Message string
+	Data    jsontext.Value
+}
+
+func (e *RPCError) Error() string {
+	return "upstream: downstream error " + strconv.Itoa(e.Code) + ": " + e.Message
+}
+
+// Info is what the handshake learnt of the downstream.
+type Info struct {
+	// Version is the negotiated protocol version.
+	Version string
+	// Modern reports the 2026-07-28 stateless era.
+	Modern bool
+	// ServerInfo is the raw serverInfo object (name, version, …).
+	ServerInfo jsontext.Value
+	// Capabilities is the raw capabilities object.
+	Capabilities jsontext.Value
+	// Instructions, when the server gave them.
+	Instructions string
+}
+
+// Name and version are the serverInfo name and version, as far as they
+// are strings.
+func (i Info) Name() (name, version string) {
+	var si struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}
+	_ = json.Unmarshal(i.ServerInfo, &si)
+	return si.Name, si.Version
+}
+
+// Notification is a notification the downstream sent that is not tied to
+// a call: notifications/tools/list_changed, notifications/message, ….
+type Notification struct {
+	Method string
+	Params jsontext.Value
+}
+
+// Stats count what the client dropped.
+type Stats struct {
+	Garbage    atomic.Int64 // lines that were not JSON-RPC messages
+	Oversized  atomic.Int64 // messages over the size cap
+	Unexpected atomic.Int64 // responses to no call in flight: late, duplicate or misaddressed
+}
+
+// outgoing is one message for a transport to carry.
+type outgoing struct {
+	msg []byte
+	// method and name are what 2026-07-28 HTTP requests repeat in the
+	// Mcp-Method and Mcp-Name headers.
+	method, name string
+	// id is the request id, or 0 for a notification or a response.
+	id int64
+}
+
+// transport carries one connection's messages.
+type transport interface {
+	// send delivers one message. For HTTP, the reply (and whatever the
+	// server streams with it) is handed to the client's deliver before
+	// send returns.
+	send(ctx context.Context, out outgoing) error
+}
+
+// CallOptions configure one call.
+type CallOptions struct {
+	// Progress, when set, receives each notifications/progress of this
+	// call, with its params' progressToken replaced by ProgressToken.
+	Progress func(params jsontext.Value)
+	// ProgressToken is the caller's own token (a JSON string or integer).
+	ProgressToken jsontext.Value
+	// Name is the tools/call name, for the Mcp-Name header.
+	Name string
+}
+
+// Client speaks MCP to one downstream connection. It is safe for
+// concurrent use. A Client is dead once its connection is: [Client.Fail]
+// fails every call in flight, and a transport makes a new one.
+type Client struct {
+	server string // the configured server name, for logs
+	t      transport
+	log    *slog.Logger
+	stats  *Stats
+	notify func(Notification)
+
+	info atomic.Pointer[Info]
+
+	mu      sync.Mutex
+	nextID  int64
+	pending map[int64]*pendingCall
+	dead    error // set once; every later call fails with it
+}
+
+type pendingCall struct {
+	done     chan reply
+	progress func(jsontext.Value)
+	token    jsontext.Value // the caller's progress token
+}
+
+type reply struct {
+	result jsontext.Value
+	err    error
+}
+
+// newClient returns a client for one connection on t.
+func newClient(server string, t transport, log *slog.Logger, stats *Stats, notify func(Notification)) *Client {
+	return &Client{server: server, t: t, log: log, stats: stats, notify: notify, pending: map[int64]*pendingCall{}}
+}
+
+// Info returns what the handshake learnt; ok is false before it completed.
+func (c *Client) Info() (Info, bool) {
+	i := c.info.Load()
+	if i == nil {
+		return Info{}, false
+	}
+	return *i, true
+}
+
+// clientInfo is how the gateway introduces itself to downstreams.
+var clientInfo = jsontext.Value(`{"name":"mcp-bastion-gateway","version":"0.1.0"}`)
+
+// handshake negotiates the protocol: server/discover (2026-07-28), and
+// when the server answers that with an error, initialize with the latest
+// legacy version followed by notifications/initialized. Until
+// server-to-client requests are relayed, the gateway declares no client
+// capabilities.
+func (c *Client) handshake(ctx context.Context) error {
+	// server/discover carries nothing but _meta.
+	params := fmt.Appendf(nil, `{"_meta":{%q:%q,"io.modelcontextprotocol/clientInfo":%s,"io.modelcontextprotocol/clientCapabilities":{}}}`,
+		mcp.MetaProtocolVersion, mcp.V20260728, clientInfo)
+	res, err := c.roundTrip(ctx, "server/discover", params, CallOptions{})
+	var rpcErr *RPCError
+	switch {
+	case err == nil:
+		var d struct {
+			SupportedVersions []string       `json:"supportedVersions"`
+			Capabilities      jsontext.Value `json:"capabilities"`
+			Instructions      string         `json:"instructions"`
+			Meta              struct {
+				ServerInfo jsontext.Value `json:"io.modelcontextprotocol/serverInfo"`
+			} `json:"_meta"`
+		}
+		if err := json.Unmarshal(res, &d); err != nil {
+			return fmt.Errorf("upstream: server/discover result: %w", err)
+		}
+		supported := false
+		for _, v := range d.SupportedVersions {
+			supported = supported || v == mcp.V20260728
+		}
+		if supported {
+			c.info.Store(&Info{Version: mcp.V20260728, Modern: true, ServerInfo: d.Meta.ServerInfo,
+				Capabilities: d.Capabilities, Instructions: d.Instructions})
+			return nil
+		}
+	case !errors.As(err, &rpcErr):
+		return err
+	}
+	params = fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":{},"clientInfo":%s}`, mcp.LatestLegacy, clientInfo)
+	if res, err = c.roundTrip(ctx, "initialize", params, CallOptions{}); err != nil {
+		return fmt.Errorf("upstream: initialize: %w", err)
+	}
+	var init struct {
+		ProtocolVersion string         `json:"protocolVersion"`
+		Capabilities    jsontext.Value `json:"capabilities"`
+		ServerInfo      jsontext.Value `json:"serverInfo"`
+		Instructions    string         `json:"instructions"`
+	}
+	if err := json.Unmarshal(res, &init); err != nil {
+		return fmt.Errorf("upstream: initialize result: %w", err)
+	}
+	if !mcp.IsLegacy(init.ProtocolVersion) {
+		return fmt.Errorf("upstream: the server answered initialize with protocol version %s, which the gateway does not speak",
+			strconv.Quote(truncate(init.ProtocolVersion, 64)))
+	}
+	c.info.Store(&Info{Version: init.ProtocolVersion, ServerInfo: init.ServerInfo,
+		Capabilities: init.Capabilities, Instructions: init.Instructions})
+	return c.Notify(ctx, "notifications/initialized", nil)
+}
+
+// Call sends a request and waits for its response. params is a JSON object
+// or nil. In the 2026-07-28 era the request carries the protocol version in
+// params._meta. When ctx ends first, the downstream is sent
+// notifications/cancelled for the request and Call returns ctx's cause.
+// A JSON-RPC error answer is an *RPCError.
+func (c *Client) Call(ctx context.Context, method string, params []byte, opts CallOptions) (jsontext.Value, error) {
+	info, ok := c.Info()
+	if !ok {
+		return nil, ErrUnavailable
+	}
+	if info.Modern {
+		var err error
+		if params, err = withMeta(params, map[string]jsontext.Value{mcp.MetaProtocolVersion: quote(mcp.V20260728)}); err != nil {
+			return nil, err
+		}
+	}
+	return c.roundTrip(ctx, method, params, opts)
+}
+
+// roundTrip sends one request with a minted id and waits for its answer.
+func (c *Client) roundTrip(ctx context.Context, method string, params []byte, opts CallOptions) (jsontext.Value, error) {
+	c.mu.Lock()
+	if c.dead != nil {
+		c.mu.Unlock()
+		return nil, c.dead
+	}
+	c.nextID++
+	id := c.nextID
+	p := &pendingCall{done: make(chan reply, 1), progress: opts.Progress, token: opts.ProgressToken}
+	c.pending[id] = p
+	c.mu.Unlock()
+
+	if opts.Progress != nil {
+		var err error
+		if params, err = withMeta(params, map[string]jsontext.Value{"progressToken": quote(progressToken(id))}); err != nil {
+			c.forget(id)
+			return nil, err
+		}
+	}
+	msg := []byte(`{"jsonrpc":"2.0","id":`)
+	msg = strconv.AppendInt(msg, id, 10)
+	msg = append(msg, `,"method":`...)
+	msg, _ = jsontext.AppendQuote(msg, method)
+	if params != nil {
+		msg = append(msg, `,"params":`...)
+		msg = append(msg, params...)
+	}
+	msg = append(msg, '}')
+
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- c.t.send(ctx, outgoing{msg: msg, method: method, name: opts.Name, id: id}) }()
+	for {
+		select {
+		case r := <-p.done:
+			return r.result, r.err
+		case err := <-sendErr:
+			if err != nil {
+				c.forget(id)
+				if ctx.Err() != nil {
+					return nil, context.Cause(ctx)
+				}
+				return nil, err
+			}
+			sendErr = nil // sent; keep waiting for the answer
+		case <-ctx.Done():
+			if c.forget(id) {
+				c.cancel(id)
+			}
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+// cancel tells the downstream that the gateway gave up on request id.
+func (c *Client) cancel(id int64) {
+	ctx, stop := context.WithTimeout(context.Background(), cancelSendTimeout)
+	defer stop()
+	params := fmt.Appendf(nil, `{"requestId":%d,"reason":"cancelled by the gateway's caller"}`, id)
+	if info, ok := c.Info(); ok && info.Modern {
+		params, _ = withMeta(params, map[string]jsontext.Value{mcp.MetaProtocolVersion: quote(mcp.V20260728)})
+	}
+	if err := c.Notify(ctx, "notifications/cancelled", params); err != nil {
+		c.log.Debug("cancellation not sent", slog.String("error", err.Error()))
+	}
+}
+
+// Notify sends a notification.
+func (c *Client) Notify(ctx context.Context, method string, params []byte) error {
+	c.mu.Lock()
+	dead := c.dead
+	c.mu.Unlock()
+	if dead != nil {
+		return dead
+	}
+	msg := []byte(`{"jsonrpc":"2.0","method":`)
+	msg, _ = jsontext.AppendQuote(msg, method)
+	if params != nil {
+		msg = append(msg, `,"params":`...)
+		msg = append(msg, params...)
+	}
+	msg = append(msg, '}')
+	return c.t.send(ctx, outgoing{msg: msg, method: method})
+}
+
+// forget removes a pending call and reports whether it was still pending.
+func (c *Client) forget(id int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.pending[id]
+	delete(c.pending, id)
+	return ok
+}
+
+// Fail ends the client: every call in flight and every later one fails
+// with err.
+func (c *Client) Fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead == nil {
+		c.dead = err
+	}
+	for id, p := range c.pending {
+		p.done <- reply{err: err}
+		delete(c.pending, id)
+	}
+}
+
+// InFlight returns the number of calls waiting for an answer.
+func (c *Client) InFlight() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending)
+}
+
+// deliver handles one frame read from the downstream. Nothing a
+// downstream sends can fail the client: what is not a well-formed message
+// is counted, logged and dropped.
+func (c *Client) deliver(frame []byte) {
+	f := jsonrpc.DecodeFrame(frame)
+	for _, it := range f.Items {
+		if it.Err != nil {
+			c.stats.Garbage.Add(1)
+			c.log.Warn("downstream sent something that is not a JSON-RPC message", slog.String("reason", truncate(it.Err.Message, 120)))
+			continue
+		}
+		switch m := it.Msg; m.Kind {
+		case jsonrpc.KindResponse:
+			c.response(m)
+		case jsonrpc.KindNotification:
+			c.notification(m)
+		case jsonrpc.KindRequest:
+			c.request(m)
+		}
+	}
+}
+
+func (c *Client) response(m *jsonrpc.Message) {
+	id, ok := m.ID.Int()
+	var p *pendingCall
+	if ok {
+		c.mu.Lock()
+		p = c.pending[id]
+		delete(c.pending, id)
+		c.mu.Unlock()
+	}
+	if p == nil {
+		c.stats.Unexpected.Add(1)
+		c.log.Debug("dropped a response to no call in flight", slog.String("id", m.ID.String()))
+		return
+	}
+	if m.Error != nil {
+		var e struct {
+			Code    *int           `json:"code"`
+			Message *string        `json:"message"`
+			Data    jsontext.Value `json:"data"`
+		}
+		if err := json.Unmarshal(m.Error, &e); err != nil || e.Code == nil || e.Message == nil {
+			p.done <- reply{err: &RPCError{Code: jsonrpc.CodeInternalError, Message: "malformed error response"}}
+			return
+		}
+		p.done <- reply{err: &RPCError{Code: *e.Code, Message: *e.Message, Data: e.Data}}
+		return
+	}
+	if len(m.Result) == 0 || m.Result[0] != '{' {
+		p.done <- reply{err: &RPCError{Code: jsonrpc.CodeInternalError, Message: "the result is not a JSON object"}}
+		return
+	}
+	p.done <- reply{result: m.Result}
+}
+
+func (c *Client) notification(m *jsonrpc.Message) {
+	if m.Method == "notifications/progress" {
+		tok, _ := progressTokenOf(m.Params)
+		id, ok := parseProgressToken(tok)
+		if !ok {
+			return
+		}
+		c.mu.Lock()
+		p := c.pending[id]
+		c.mu.Unlock()
+		if p == nil || p.progress == nil {
+			return // a call that ended, or never asked for progress
+		}
+		params, err := replaceProgressToken(m.Params, p.token)
+		if err == nil {
+			p.progress(params)
+		}
+		return
+	}
+	if c.notify != nil {
+		c.notify(Notification{Method: m.Method, Params: m.Params})
+	}
+}
+
+// request answers the downstream's own requests: ping, and an error for
+// everything else, since the gateway relays no server-to-client requests
+// and declared no client capability.
+func (c *Client) request(m *jsonrpc.Message) {
+	var out []byte
+	if m.Method == "ping" {
+		out = jsonrpc.AppendResult(nil, m.ID, []byte("{}"))
+	} else {
+		out = jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
+			"Method not found: the gateway relays no requests from servers"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cancelSendTimeout)
+	defer cancel()
+	if err := c.t.send(ctx, outgoing{msg: out}); err != nil {
+		c.log.Debug("answer to a downstream request not sent", slog.String("error", err.Error()))
+	}
+}
+
+// progressToken is the gateway's token for request id.
+func progressToken(id int64) string { return "gw-" + strconv.FormatInt(id, 10) }
+
+func parseProgressToken(tok string) (int64, bool) {
+	if len(tok) < 4 || tok[:3] != "gw-" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(tok[3:], 10, 64)
+	return n, err == nil
+}
+
+func progressTokenOf(params []byte) (string, bool) {
+	var p struct {
+		Token jsontext.Value `json:"progressToken"`
+	}
+	if params == nil || json.Unmarshal(params, &p) != nil {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(p.Token, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// replaceProgressToken returns progress params with the caller's token.
+func replaceProgressToken(params []byte, token jsontext.Value) (jsontext.Value, error) {
+	members, err := objectMembers(params)
+	if err != nil {
+		return nil, err
+	}
+	for i := range members {
+		if members[i].name == "progressToken" {
+			members[i].value = token
+		}
+	}
+	return encodeObject(members), nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -1,0 +1,446 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/wire"
+)
+
+// Timing of a child server's life. Variables, not constants, so that
+// tests can shorten them.
+var (
+	// handshakeTimeout bounds the handshake of a new connection.
+	handshakeTimeout = 10 * time.Second
+	// minBackoff and maxBackoff bound the wait before a restart; it
+	// doubles after every failure and starts over once a child has lived
+	// for healthyAfter.
+	minBackoff   = 100 * time.Millisecond
+	maxBackoff   = 30 * time.Second
+	healthyAfter = 30 * time.Second
+	// cancelSendTimeout bounds sending a notifications/cancelled or an
+	// answer to a downstream request.
+	cancelSendTimeout = 2 * time.Second
+)
+
+// State is a downstream's connection state.
+type State int
+
+// States.
+const (
+	// Connecting: starting, or waiting to restart.
+	Connecting State = iota
+	// Connected: the handshake completed; calls go through.
+	Connected
+	// Closed: shut down for good.
+	Closed
+)
+
+func (s State) String() string {
+	switch s {
+	case Connected:
+		return "connected"
+	case Closed:
+		return "closed"
+	}
+	return "connecting"
+}
+
+// StdioOptions configure a child server.
+type StdioOptions struct {
+	// Name is the configured server name, for logs.
+	Name string
+	// Command is the child's argv.
+	Command []string
+	// Env is the child's environment besides PATH, which is the
+	// gateway's own. Nothing else of the gateway's environment is passed.
+	Env map[string]string
+	// Dir is the child's working directory ("" for the gateway's).
+	Dir string
+	// MaxMessage caps one message read from the child.
+	MaxMessage int
+	// StopGrace is how long the child gets after EOF on its stdin, and
+	// then after SIGTERM, before the next step of shutting it down.
+	StopGrace time.Duration
+	// Logger receives the gateway's logs and the child's stderr, each
+	// tagged with the server's name; nil discards them.
+	Logger *slog.Logger
+	// OnNotify receives the notifications the server sends outside a
+	// call (list_changed, log messages).
+	OnNotify func(Notification)
+	// OnState is told of every change of state, with the new client on
+	// Connected.
+	OnState func(State, *Client)
+}
+
+// StdioServer supervises one child MCP server: it starts it, handshakes,
+// restarts it with backoff when it dies (calls in flight then fail with
+// ErrConnectionLost), and on Close gives it EOF, then SIGTERM, then
+// SIGKILL of its whole process group. All its goroutines are waited for by
+// Close.
+type StdioServer struct {
+	opts  StdioOptions
+	log   *slog.Logger
+	stats Stats
+
+	mu       sync.Mutex
+	client   *Client // nil unless connected
+	pid      int     // of the child running now, 0 when none
+	restarts int
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// StartStdio starts supervising a child server and returns at once; the
+// first connection is made in the background.
+func StartStdio(opts StdioOptions) *StdioServer {
+	if opts.MaxMessage <= 0 {
+		opts.MaxMessage = 16 << 20
+	}
+	if opts.StopGrace <= 0 {
+		opts.StopGrace = 2 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &StdioServer{opts: opts, log: log.With(slog.String("server", opts.Name)),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go s.supervise()
+	return s
+}
+
+// Client returns the connected client, or ErrUnavailable.
+func (s *StdioServer) Client() (*Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client == nil {
+		return nil, ErrUnavailable
+	}
+	return s.client, nil
+}
+
+// Stats returns the counters of what the server sent that was dropped.
+func (s *StdioServer) Stats() *Stats { return &s.stats }
+
+// Restarts returns how many times the child was started again.
+func (s *StdioServer) Restarts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.restarts
+}
+
+// PID returns the process id of the child running now, or 0.
+func (s *StdioServer) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pid
+}
+
+// Close shuts the child down and waits for it and for every goroutine of
+// the server. ctx bounds the wait; the child is killed when it ends.
+func (s *StdioServer) Close(ctx context.Context) error {
+	s.once.Do(func() { close(s.stop) })
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (s *StdioServer) setState(st State, c *Client) {
+	s.mu.Lock()
+	if st == Connected {
+		s.client = c
+	} else {
+		s.client = nil
+	}
+	s.mu.Unlock()
+	if s.opts.OnState != nil {
+		s.opts.OnState(st, c)
+	}
+}
+
+// supervise runs the child, again and again, until Close.
+func (s *StdioServer) supervise() {
+	defer close(s.done)
+	defer s.setState(Closed, nil)
+	backoff := minBackoff
+	for first := true; ; first = false {
+		if !first {
+			s.mu.Lock()
+			s.restarts++
+			s.mu.Unlock()
+		}
+		started := time.Now()
+		stopped := s.runOnce()
+		if stopped {
+			return
+		}
+		if time.Since(started) >= healthyAfter {
+			backoff = minBackoff
+		}
+		s.log.Info("downstream will be restarted", slog.Duration("after", backoff))
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// child is one running process.
+type child struct {
+	cmd        *exec.Cmd
+	stdin      io.WriteCloser
+	conn       *wire.Conn
+	stderrDone chan struct{}
+	readDone   chan struct{} // closed when its output has ended
+	exited     chan struct{} // closed once Wait returned
+	waitErr    error
+}
+
+// runOnce starts the child and serves it until it exits (false) or Close
+// (true).
+func (s *StdioServer) runOnce() (stopped bool) {
+	ch, err := s.start()
+	if err != nil {
+		s.log.Error("downstream did not start", slog.String("error", err.Error()))
+		return false
+	}
+	c := newClient(s.opts.Name, stdioTransport{ch.conn}, s.log, &s.stats, s.opts.OnNotify)
+	go func() {
+		defer close(ch.readDone)
+		s.read(ch.conn, c)
+	}()
+	go func() {
+		// Wait closes the pipes, so it must wait for their readers.
+		<-ch.readDone
+		<-ch.stderrDone
+		ch.waitErr = ch.cmd.Wait()
+		close(ch.exited)
+	}()
+
+	hctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+	hsDone := make(chan error, 1)
+	go func() { hsDone <- c.handshake(hctx) }()
+	var hsErr error
+	select {
+	case hsErr = <-hsDone:
+	case <-s.stop:
+		cancel()
+		<-hsDone
+		c.Fail(ErrClosed)
+		s.shutdown(ch)
+		return true
+	}
+	cancel()
+	if hsErr != nil {
+		s.log.Error("downstream handshake failed", slog.String("error", hsErr.Error()))
+		c.Fail(ErrConnectionLost)
+		s.shutdown(ch)
+		return false
+	}
+	info, _ := c.Info()
+	name, version := info.Name()
+	s.log.Info("downstream connected", slog.String("protocol_version", info.Version),
+		slog.String("server_name", truncate(name, 64)), slog.String("server_version", truncate(version, 64)))
+	s.setState(Connected, c)
+
+	select {
+	case <-ch.readDone:
+		// The output ended: the process died, or closed its stdout and
+		// can no longer answer. Either way it is done.
+		s.setState(Connecting, nil)
+		n := c.InFlight()
+		c.Fail(ErrConnectionLost)
+		select {
+		case <-ch.exited:
+			s.log.Warn("downstream exited", slog.String("status", exitStatus(ch.waitErr)), slog.Int("calls_failed", n))
+			ctx, cancel := context.WithTimeout(context.Background(), s.opts.StopGrace)
+			_ = ch.conn.Shutdown(ctx) // the writer ends on the closed pipe
+			cancel()
+		case <-time.After(100 * time.Millisecond):
+			s.log.Warn("downstream closed its output; stopping it", slog.Int("calls_failed", n))
+			s.shutdown(ch)
+		}
+		return false
+	case <-s.stop:
+		s.setState(Closed, nil)
+		c.Fail(ErrClosed)
+		s.shutdown(ch)
+		return true
+	}
+}
+
+// start starts the process with an explicit environment, in a process
+// group of its own (so shutdown reaches whatever it spawned), and with
+// its death tied to the gateway's.
+func (s *StdioServer) start() (*child, error) {
+	cmd := exec.Command(s.opts.Command[0], s.opts.Command[1:]...)
+	cmd.Dir = s.opts.Dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range s.opts.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("upstream: start %s: %w", s.opts.Command[0], err)
+	}
+	s.mu.Lock()
+	s.pid = cmd.Process.Pid
+	s.mu.Unlock()
+	ch := &child{cmd: cmd, stdin: stdin, conn: wire.NewConn(stdout, stdin, s.opts.MaxMessage),
+		stderrDone: make(chan struct{}), readDone: make(chan struct{}), exited: make(chan struct{})}
+	go func() {
+		defer close(ch.stderrDone)
+		s.relayStderr(stderr)
+	}()
+	return ch, nil
+}
+
+// read delivers the child's messages to c until its output ends.
+func (s *StdioServer) read(conn *wire.Conn, c *Client) {
+	for {
+		frame, err := conn.Read()
+		var tooLarge *wire.FrameTooLargeError
+		switch {
+		case errors.As(err, &tooLarge):
+			s.stats.Oversized.Add(1)
+			s.log.Warn("downstream sent a message over the size cap; dropped", slog.Int("max_message_bytes", tooLarge.Limit))
+			continue
+		case err != nil:
+			return
+		}
+		c.deliver(frame)
+	}
+}
+
+// stderrLineBytes and stderrBurst bound what of a child's stderr reaches
+// the log: lines are cut, and past a burst of lines in a window the rest
+// are counted instead of logged.
+const (
+	stderrLineBytes = 1024
+	stderrBurst     = 100
+	stderrWindow    = 10 * time.Second
+)
+
+func (s *StdioServer) relayStderr(r io.Reader) {
+	br := bufio.NewReaderSize(r, stderrLineBytes)
+	windowStart, inWindow, dropped := time.Now(), 0, 0
+	for {
+		line, isPrefix, err := br.ReadLine()
+		if len(line) > 0 || (err == nil && !isPrefix) {
+			if time.Since(windowStart) > stderrWindow {
+				if dropped > 0 {
+					s.log.Warn("downstream stderr lines dropped", slog.Int("lines", dropped))
+				}
+				windowStart, inWindow, dropped = time.Now(), 0, 0
+			}
+			inWindow++
+			if inWindow <= stderrBurst {
+				s.log.Info("downstream stderr", slog.String("line", string(line)))
+			} else {
+				dropped++
+			}
+		}
+		for isPrefix && err == nil { // the rest of a long line
+			_, isPrefix, err = br.ReadLine()
+		}
+		if err != nil {
+			if dropped > 0 {
+				s.log.Warn("downstream stderr lines dropped", slog.Int("lines", dropped))
+			}
+			return
+		}
+	}
+}
+
+// shutdown ends the child: EOF on its stdin, then SIGTERM, then SIGKILL
+// of its process group, each after StopGrace, and waits for it. Its
+// output is closed on the gateway's side at the end, so that a grandchild
+// that left the group holding the pipe cannot keep the reader waiting.
+func (s *StdioServer) shutdown(ch *child) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.StopGrace)
+	_ = ch.conn.Shutdown(ctx) // flush what was accepted, close our end of stdin's writer
+	cancel()
+	ch.stdin.Close()
+	pgid := ch.cmd.Process.Pid
+	for _, sig := range []syscall.Signal{0, syscall.SIGTERM, syscall.SIGKILL} {
+		if sig != 0 {
+			if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+				s.log.Warn("signalling the downstream failed", slog.String("signal", sig.String()), slog.String("error", err.Error()))
+			}
+			s.log.Info("downstream signalled", slog.String("signal", sig.String()))
+		}
+		select {
+		case <-ch.exited:
+			// The leader is gone; what it left in its group goes too.
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			return
+		case <-time.After(s.opts.StopGrace):
+		}
+	}
+	ch.conn.CloseRead()
+	<-ch.exited
+}
+
+func exitStatus(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.String()
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "exit status 0"
+}
+
+// Call sends a request on the connected client.
+func (s *StdioServer) Call(ctx context.Context, method string, params []byte, opts CallOptions) (jsontext.Value, error) {
+	c, err := s.Client()
+	if err != nil {
+		return nil, err
+	}
+	return c.Call(ctx, method, params, opts)
+}
+
+// stdioTransport writes one message per line to the child's stdin.
+type stdioTransport struct{ conn *wire.Conn }
+
+func (t stdioTransport) send(ctx context.Context, out outgoing) error {
+	if err := t.conn.Write(ctx, out.msg); err != nil {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return ErrConnectionLost
+	}
+	return nil
+}
