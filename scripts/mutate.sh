@@ -188,9 +188,9 @@ mutate func-denylist "the function denylist check is disabled" \
 
 # (c) The row bound: the executor fetches every row of the cursor instead
 # of max_rows + 1.
-mutate fetch-bound "the executor fetches all rows instead of max_rows + 1" \
+mutate fetch-bound "the executor fetches all rows instead of max_rows" \
 	internal/tools/sqlquery/executor.go \
-	'fmt\.Sprintf\("FETCH FORWARD %d FROM %s", q\.prep\.Limit\+1, cursorName\)' \
+	'fmt\.Sprintf\("FETCH FORWARD %d FROM %s", q\.prep\.Limit, cursorName\)' \
 	'"FETCH FORWARD ALL FROM "+cursorName' \
 	-- "$sqlpkg"
 
@@ -253,6 +253,12 @@ mutate anomaly-discard "a session that held an effect goes back to the pool" \
 	internal/tools/sqlquery/executor.go \
 	'\*healthy = clean && cleanError\(runErr\)' \
 	'*healthy = (clean || true) && cleanError(runErr)' \
+	-- "$sqlpkg"
+
+mutate reseed "random() is not reseeded for every call" \
+	internal/tools/sqlquery/executor.go \
+	'"SELECT pg_catalog\.setseed\(%s\)",' \
+	'"SELECT 1 WHERE %s IS NOT NULL",' \
 	-- "$sqlpkg"
 
 mutate always-rollback "the transaction is committed instead of rolled back" \

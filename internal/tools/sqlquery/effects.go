@@ -22,8 +22,8 @@ import (
 // What PostgreSQL lets a session see of itself, and so what is compared:
 //
 //   - advisory locks the backend holds (session- and transaction-level);
-//   - every setting whose source is not the built-in default, as name and
-//     value, against the same list read when the transaction began (so a
+//   - every setting set in the session, as name and value, against the
+//     same list read when the connection's first transaction began (so a
 //     setting changed, added or reset is seen, with no list kept by hand);
 //   - channels the session listens on, prepared statements, named open
 //     cursors, and whether the session has a temporary schema.
@@ -46,10 +46,14 @@ const effectsColumns = `SELECT
  (SELECT pg_catalog.count(*) FROM pg_catalog.pg_cursors c WHERE c.name OPERATOR(pg_catalog.<>) ''),
  pg_catalog.pg_my_temp_schema() OPERATOR(pg_catalog.<>) 0::pg_catalog.oid, `
 
-// settingsExpr lists the settings whose source is not the built-in
-// default, one "name=value" per line in name order.
+// settingsExpr lists the settings set in the session (source "session":
+// every SET, SET LOCAL and set_config, the executor's own included), one
+// "name=value" per line in name order. A query that sets a setting adds
+// or changes a line; one that resets a setting the executor set removes
+// one. Settings from the configuration file are left out, so that a
+// reload of the server's configuration is not taken for a query's doing.
 const settingsExpr = `(SELECT pg_catalog.string_agg(s.name OPERATOR(pg_catalog.||) '=' OPERATOR(pg_catalog.||) COALESCE(s.setting, ''), E'\n' ORDER BY s.name)
- FROM pg_catalog.pg_settings s WHERE s.source OPERATOR(pg_catalog.<>) 'default')`
+ FROM pg_catalog.pg_settings s WHERE s.source OPERATOR(pg_catalog.=) 'session')`
 
 // inTxCheck reads the session inside the query's transaction; its last
 // column is the settings list, to compare with the one read after BEGIN.

@@ -2,6 +2,8 @@ package sqlquery
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -277,7 +279,7 @@ type query struct {
 	settings string // the session's settings when the transaction began
 	declared bool   // the cursor exists
 	fds      []pgconn.FieldDescription
-	seen     int64 // rows fetched, the probe row included
+	seen     int64 // rows fetched, plus one when a row is left after them
 	cut      bool  // the result bound stopped the fetch
 }
 
@@ -333,9 +335,21 @@ func (e *Executor) begin() string {
 		"SET LOCAL statement_timeout = %d; SET LOCAL lock_timeout = %d; "+
 		"SET LOCAL idle_in_transaction_session_timeout = %d; "+
 		"SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, YMD'; SET LOCAL IntervalStyle = 'iso_8601'; "+
-		"SET LOCAL extra_float_digits = 1; SET LOCAL bytea_output = 'hex'; SET LOCAL cursor_tuple_fraction = 1",
+		"SET LOCAL extra_float_digits = 1; SET LOCAL bytea_output = 'hex'; SET LOCAL cursor_tuple_fraction = 1; "+
+		"SELECT pg_catalog.setseed(%s)",
 		e.opts.StatementTimeout.Milliseconds(), e.opts.LockTimeout.Milliseconds(),
-		(e.opts.StatementTimeout + 5*time.Second).Milliseconds())
+		(e.opts.StatementTimeout + 5*time.Second).Milliseconds(), freshSeed())
+}
+
+// freshSeed is a seed for the session's random(), new for every call: the
+// state of the generator is not transactional and no check can read it,
+// so code hidden in one query (a STABLE function calling setseed) could
+// otherwise fix what random() gives the next call on the connection.
+func freshSeed() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	f := float64(binary.BigEndian.Uint64(b[:])>>11)/(1<<53)*2 - 1 // [-1, 1)
+	return strconv.FormatFloat(f, 'f', -1, 64)
 }
 
 // execOne runs one statement with the extended protocol and reads its
@@ -345,15 +359,15 @@ func execOne(ctx context.Context, pc *pgconn.PgConn, sql string) error {
 	return err
 }
 
-// fetch reads at most Limit+1 rows of the cursor, and stops at the result
-// bound: once the rows read exceed MaxResultBytes, the fetch is cancelled
+// fetch reads at most Limit rows of the cursor, then moves past one more
+// to learn whether rows were cut, and stops at the result bound: once the rows read exceed MaxResultBytes, the fetch is cancelled
 // on the server and the rest of what it already sent is read and
 // dropped, within a second, after which the connection is closed instead.
 func (q *query) fetch(ctx context.Context) ([][][]byte, error) {
 	e := q.e
 	fctx, cancelFetch := context.WithCancel(ctx)
 	defer cancelFetch()
-	rr := q.pc.ExecParams(fctx, fmt.Sprintf("FETCH FORWARD %d FROM %s", q.prep.Limit+1, cursorName), nil, nil, nil, nil)
+	rr := q.pc.ExecParams(fctx, fmt.Sprintf("FETCH FORWARD %d FROM %s", q.prep.Limit, cursorName), nil, nil, nil, nil)
 	var raws [][][]byte
 	size := 0
 	for rr.NextRow() {
@@ -361,10 +375,6 @@ func (q *query) fetch(ctx context.Context) ([][][]byte, error) {
 			continue // dropping what was sent before the cancel arrived
 		}
 		q.seen++
-		if q.seen > q.prep.Limit {
-			// The probe row: it proves rows were cut.
-			continue
-		}
 		raw := rr.Values()
 		size += len("[],")
 		for _, v := range raw {
@@ -388,6 +398,17 @@ func (q *query) fetch(ctx context.Context) ([][][]byte, error) {
 		return raws, nil
 	case err != nil:
 		return nil, e.classify(ctx, "fetch", err)
+	}
+	if q.seen == q.prep.Limit {
+		// Is there one more row? MOVE computes it without sending it,
+		// so a large row past the bound cannot fail the call.
+		tag, err := q.pc.ExecParams(ctx, "MOVE FORWARD 1 FROM "+cursorName, nil, nil, nil, nil).Close()
+		if err != nil {
+			return nil, e.classify(ctx, "fetch", err)
+		}
+		if tag.RowsAffected() > 0 {
+			q.seen++ // the probe: it proves rows were cut
+		}
 	}
 	return raws, nil
 }

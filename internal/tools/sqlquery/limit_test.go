@@ -112,10 +112,11 @@ func TestTruncated(t *testing.T) {
 }
 
 // TestPrepareFunctions: every function a query may call by a name the
-// catalog could resolve outside PostgreSQL's own schemas is listed for the
-// catalog check, once, in the order the walk meets it (a SELECT's target
-// list comes before its WITH clause in the tree); names qualified
-// with pg_catalog or information_schema are not.
+// catalog could resolve is listed for the catalog check, once, in the order
+// the walk meets it (a SELECT's target list comes before its WITH clause
+// in the tree), pg_catalog-qualified names too; and so is the name an
+// SQL/JSON construct would have as a call on a server older than its
+// syntax.
 func TestPrepareFunctions(t *testing.T) {
 	p := newTestPolicy(t)
 	tests := []struct {
@@ -124,7 +125,10 @@ func TestPrepareFunctions(t *testing.T) {
 	}{
 		{"SELECT 1", nil},
 		{"SELECT count(*) FROM t", []FuncRef{{Name: "count"}}},
-		{"SELECT pg_catalog.lower('A'), information_schema._pg_truetypid(NULL, NULL)", nil},
+		{"SELECT pg_catalog.lower('A'), information_schema._pg_truetypid(NULL, NULL)",
+			[]FuncRef{{Schema: "pg_catalog", Name: "lower"}, {Schema: "information_schema", Name: "_pg_truetypid"}}},
+		{"SELECT JSON_SCALAR(1), JSON_ARRAY(1, 2), JSON_OBJECT(), JSON_VALUE('{}'::jsonb, '$.a'), JSON('{}'::text)",
+			[]FuncRef{{Name: "json_scalar"}, {Name: "json_array"}, {Name: "json_object"}, {Name: "json_value"}, {Name: "json"}}},
 		{"SELECT Lower('A'), LOWER('b')", []FuncRef{{Name: "lower"}}},
 		{`SELECT "Lower"('A')`, []FuncRef{{Name: "Lower"}}},
 		{"SELECT app.f(1), db.app.g()", []FuncRef{{Schema: "app", Name: "f"}, {Schema: "app", Name: "g"}}},

@@ -158,9 +158,9 @@ type Prepared struct {
 }
 
 // FuncRef is a function a query names, as the parser read the name:
-// unquoted identifiers folded to lower case, quoted ones as written.
-// Names qualified with pg_catalog or information_schema are never listed:
-// those schemas hold PostgreSQL's own functions, which the denylist judges.
+// unquoted identifiers folded to lower case, quoted ones as written. The
+// catalog check tells PostgreSQL's own functions (created by initdb) from
+// those of the database or its extensions, wherever they live.
 type FuncRef struct {
 	// Schema is the schema the call names, "" when unqualified (the
 	// database then searches its search_path).

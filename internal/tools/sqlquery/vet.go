@@ -18,11 +18,13 @@ import (
 // query calls is also looked up in the catalog the way PostgreSQL would
 // look it up: a qualified name in its schema, an unqualified one in every
 // schema of the connection's effective search_path. The query is refused
-// when any function it could resolve to lies outside pg_catalog and
-// information_schema and is VOLATILE — or is an aggregate with a VOLATILE
-// support function, since CREATE AGGREGATE marks every aggregate
-// IMMUTABLE whatever its functions do — unless the operator allowed that
-// function by its schema-qualified name ([ExecOptions.AllowFunctions]).
+// when any function it could resolve to was not created by initdb (its
+// oid is FirstNormalObjectId or above: a function of the database, or of
+// an extension, wherever it lives, pg_catalog included) and is VOLATILE —
+// or is an aggregate with a VOLATILE support function, since CREATE
+// AGGREGATE marks every aggregate IMMUTABLE whatever its functions do —
+// unless the operator allowed that function by its schema-qualified name
+// ([ExecOptions.AllowFunctions]).
 // Argument types are not resolved: when several functions share the name,
 // the check refuses if any could be the one called.
 //
@@ -41,7 +43,7 @@ FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::
 JOIN pg_catalog.pg_proc p ON p.proname OPERATOR(pg_catalog.=) r.fn
 JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
 LEFT JOIN pg_catalog.pg_aggregate a ON a.aggfnoid OPERATOR(pg_catalog.=) p.oid
-WHERE n.nspname OPERATOR(pg_catalog.<>) ALL ('{pg_catalog,information_schema}'::pg_catalog.name[])
+WHERE p.oid OPERATOR(pg_catalog.>=) 16384::pg_catalog.oid -- FirstNormalObjectId: not PostgreSQL's own
   AND CASE
         WHEN r.sch OPERATOR(pg_catalog.=) '' THEN n.nspname OPERATOR(pg_catalog.=) ANY (pg_catalog.current_schemas(true))
         WHEN r.sch OPERATOR(pg_catalog.=) 'pg_temp' THEN n.oid OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()
@@ -177,19 +179,14 @@ type qualifiedName struct{ schema, name string }
 // ParseFunctionList reads a comma-separated list of schema-qualified
 // function names (MCP_SQL_ALLOW_FUNCTIONS): each is schema.function, every
 // part an identifier as SQL writes it — unquoted (folded to lower case) or
-// in double quotes. A name in pg_catalog or information_schema is refused:
-// those are PostgreSQL's own functions, which the catalog check never
-// refuses and the denylist never admits. The result is in canonical form
-// ("schema.function", quoted where needed).
+// in double quotes. The result is in canonical form ("schema.function",
+// quoted where needed). An allowed name still has to pass the denylist.
 func ParseFunctionList(s string) ([]string, error) {
 	var out []string
 	for i, item := range splitList(s) {
 		parts, err := parseQualified(strings.TrimSpace(item))
 		if err != nil {
 			return nil, fmt.Errorf("entry %d: %w", i+1, err)
-		}
-		if catalogSchema(parts[0]) {
-			return nil, fmt.Errorf("entry %d: %s is one of PostgreSQL's own schemas; only functions of the database can be allowed", i+1, parts[0])
 		}
 		out = append(out, sqlIdent(parts[0])+"."+sqlIdent(parts[1]))
 	}

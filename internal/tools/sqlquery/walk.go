@@ -183,6 +183,15 @@ func (w *walker) judge(m protoreflect.Message) *problem.Problem {
 			w.attribute(ind)
 		}
 		return nil
+	case *pg.JsonFuncExpr, *pg.JsonScalarExpr, *pg.JsonSerializeExpr, *pg.JsonParseExpr,
+		*pg.JsonArrayConstructor, *pg.JsonArrayQueryConstructor, *pg.JsonObjectConstructor,
+		*pg.JsonArrayAgg, *pg.JsonObjectAgg:
+		// SQL/JSON syntax of PostgreSQL 16 and 17. The regenerated text
+		// spells it JSON_SCALAR(1), JSON_ARRAY(…): to an older server that
+		// is an ordinary call, looked up by name on the search_path, so
+		// the name goes to the catalog check like any other.
+		w.note(FuncRef{Name: sqlJSONFunction(n)})
+		return nil
 	case *pg.ParamRef:
 		return violation(fmt.Sprintf("bind parameter $%d is not allowed; write the value as a literal", n.GetNumber()))
 	case *pg.IntoClause:
@@ -207,12 +216,9 @@ func (w *walker) judge(m protoreflect.Message) *problem.Problem {
 		*pg.RangeTableFuncCol,
 		// SQL/JSON.
 		*pg.JsonFormat, *pg.JsonReturning, *pg.JsonValueExpr, *pg.JsonIsPredicate,
-		*pg.JsonBehavior, *pg.JsonOutput, *pg.JsonArgument, *pg.JsonFuncExpr,
+		*pg.JsonBehavior, *pg.JsonOutput, *pg.JsonArgument,
 		*pg.JsonTablePathSpec, *pg.JsonTable, *pg.JsonTableColumn, *pg.JsonKeyValue,
-		*pg.JsonParseExpr, *pg.JsonScalarExpr, *pg.JsonSerializeExpr,
-		*pg.JsonObjectConstructor, *pg.JsonArrayConstructor,
-		*pg.JsonArrayQueryConstructor, *pg.JsonAggConstructor, *pg.JsonObjectAgg,
-		*pg.JsonArrayAgg:
+		*pg.JsonAggConstructor:
 		return nil
 	}
 	name := string(m.Descriptor().Name())
@@ -227,8 +233,8 @@ func (w *walker) judge(m protoreflect.Message) *problem.Problem {
 // and decoded U&"" escapes; quoted names stay as written, exactly as
 // PostgreSQL would look them up. The schema is ignored on purpose: a
 // denied name is refused in pg_catalog, public or any other schema. A
-// function that passes is noted for the catalog check unless its name
-// is qualified with one of PostgreSQL's own schemas.
+// function that passes is noted for the catalog check, whatever its
+// schema: an extension can install functions in pg_catalog too.
 func (w *walker) judgeFunction(nameParts []*pg.Node) *problem.Problem {
 	p := w.p
 	parts := make([]string, 0, len(nameParts))
@@ -257,10 +263,38 @@ func (w *walker) judgeFunction(nameParts []*pg.Node) *problem.Problem {
 		// the current database's, so the schema is what matters.
 		ref.Schema = parts[len(parts)-2]
 	}
-	if !catalogSchema(ref.Schema) {
-		w.note(ref)
-	}
+	w.note(ref)
 	return nil
+}
+
+// sqlJSONFunction is the function name an SQL/JSON construct reads as
+// where the server does not know the syntax.
+func sqlJSONFunction(n any) string {
+	switch n := n.(type) {
+	case *pg.JsonFuncExpr:
+		switch n.GetOp() {
+		case pg.JsonExprOp_JSON_EXISTS_OP:
+			return "json_exists"
+		case pg.JsonExprOp_JSON_QUERY_OP:
+			return "json_query"
+		case pg.JsonExprOp_JSON_VALUE_OP:
+			return "json_value"
+		}
+		return "json_table"
+	case *pg.JsonScalarExpr:
+		return "json_scalar"
+	case *pg.JsonSerializeExpr:
+		return "json_serialize"
+	case *pg.JsonParseExpr:
+		return "json"
+	case *pg.JsonArrayConstructor, *pg.JsonArrayQueryConstructor:
+		return "json_array"
+	case *pg.JsonObjectConstructor:
+		return "json_object"
+	case *pg.JsonArrayAgg:
+		return "json_arrayagg"
+	}
+	return "json_objectagg"
 }
 
 // attribute notes the name n as a possible call through attribute
@@ -276,12 +310,6 @@ func (w *walker) note(ref FuncRef) {
 	if !slices.Contains(w.funcs, ref) {
 		w.funcs = append(w.funcs, ref)
 	}
-}
-
-// catalogSchema reports whether schema holds PostgreSQL's own functions,
-// which the catalog check leaves to the denylist.
-func catalogSchema(schema string) bool {
-	return schema == "pg_catalog" || schema == "information_schema"
 }
 
 // denied returns the first rule that refuses the function name.
