@@ -32,7 +32,8 @@
 // # The executor
 //
 // [Executor.Run] runs the regenerated SQL as a cursor in a read-only
-// transaction that is always rolled back, fetches max_rows+1 rows, vets
+// transaction that is always rolled back, fetches max_rows rows (and
+// moves past one more to learn whether rows were cut), vets
 // the query's functions against the catalog before it runs (vet.go) and
 // looks, before the rollback, for anything the query left on its session
 // (effects.go). A refusal by either is MCP_QUERY_VIOLATION.

@@ -207,8 +207,9 @@ type ResultSet struct {
 const cursorName = "bastion_rows"
 
 // Run executes prep in a new read-only transaction that is always rolled
-// back. The query runs as a cursor, and the executor fetches Limit+1 of
-// its rows: the bound applies from outside, so the query itself, its
+// back. The query runs as a cursor; the executor fetches Limit of its rows
+// and moves past one more to learn whether rows were cut: the bound
+// applies from outside, so the query itself, its
 // LIMIT, OFFSET or WITH TIES included, is never changed and the rows
 // returned are a prefix of what it returns. Before the rows are handed
 // back, the session-effect check (effects.go) looks for anything the

@@ -23,7 +23,7 @@ const (
 	MaxQueryBytesCeiling = 1 << 20
 
 	// MaxRowsCeiling is the largest max_rows [Policy.Prepare] takes. The
-	// executor's FETCH of max_rows+1 rows then still fits the 32-bit
+	// executor's FETCH of max_rows rows then fits the 32-bit
 	// count PostgreSQL's grammar takes, and nobody wants two billion
 	// rows through an MCP tool.
 	MaxRowsCeiling = math.MaxInt32 - 1
@@ -174,7 +174,8 @@ type FuncRef struct {
 }
 
 // Truncated reports whether a result of which the executor saw rowsSeen
-// rows (at most Limit+1) was cut: only the row past Limit proves it.
+// rows (at most Limit, plus one when it found a row after them) was cut:
+// only the row past Limit proves it.
 func (p *Prepared) Truncated(rowsSeen int64) bool {
 	return rowsSeen > p.Limit
 }
