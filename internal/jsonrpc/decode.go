@@ -161,6 +161,7 @@ func decodeObject(d *jsontext.Decoder) (msg *Message, perr, verr *Error) {
 		seen    int
 		why     string
 		idValid = true
+		rawID   []byte
 	)
 	violate := func(s string) {
 		if why == "" {
@@ -197,6 +198,7 @@ func decodeObject(d *jsontext.Decoder) (msg *Message, perr, verr *Error) {
 			id, ok := parseID(val)
 			if !ok {
 				idValid = false
+				rawID = bytes.Clone(val)
 				violate(`"id" must be a string or an integer`)
 			}
 			m.ID = id
@@ -258,6 +260,7 @@ func decodeObject(d *jsontext.Decoder) (msg *Message, perr, verr *Error) {
 	}
 	if why != "" {
 		e := invalid(m.ID, why)
+		e.RawID = rawID
 		notification := seen&hasMethod != 0 && seen&hasID == 0
 		response := seen&hasMethod == 0 && seen&(hasResult|hasError) != 0
 		e.NoReply = notification || response

@@ -22,10 +22,26 @@ func AppendResult(dst []byte, id ID, result []byte) []byte {
 // AppendError appends an error response. The id member is omitted when
 // e.ID is zero.
 func AppendError(dst []byte, e *Error) []byte {
+	return appendError(dst, e, false)
+}
+
+// AppendErrorEchoingID is AppendError, except that an invalid id the peer
+// sent (e.RawID) is echoed as it was written. Seed 002's gateway does so
+// for "awkward ids"; it is not a valid MCP response.
+func AppendErrorEchoingID(dst []byte, e *Error) []byte {
+	return appendError(dst, e, true)
+}
+
+func appendError(dst []byte, e *Error, echoRaw bool) []byte {
 	dst = append(dst, `{"jsonrpc":"2.0",`...)
-	if e.ID.IsValid() {
+	switch {
+	case e.ID.IsValid():
 		dst = append(dst, `"id":`...)
 		dst = e.ID.AppendJSON(dst)
+		dst = append(dst, ',')
+	case echoRaw && e.RawID != nil:
+		dst = append(dst, `"id":`...)
+		dst = append(dst, e.RawID...)
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"error":{"code":`...)

@@ -129,6 +129,11 @@ type Error struct {
 	// result or error without a method): such messages are never
 	// answered, so the error is for the log only.
 	NoReply bool
+	// RawID is the id member as the peer wrote it when it was present but
+	// not a valid id (null, a fraction, a boolean, a structure). MCP
+	// admits no such id in a response, so AppendError leaves it out; a
+	// transport that echoes it byte for byte uses AppendErrorEchoingID.
+	RawID []byte
 }
 
 func (e *Error) Error() string {

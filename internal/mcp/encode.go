@@ -36,9 +36,22 @@ type Encoder struct {
 	discover   []byte
 }
 
+// EncoderOption configures an Encoder.
+type EncoderOption func(*encoderOptions)
+
+type encoderOptions struct{ listChanged bool }
+
+// ToolsListChanged advertises tools.listChanged: the server's tools can
+// change while it runs, and it says so with notifications/tools/list_changed.
+func ToolsListChanged() EncoderOption { return func(o *encoderOptions) { o.listChanged = true } }
+
 // NewEncoder renders the fixed results for a server with the given identity,
 // instructions and tools.
-func NewEncoder(info Implementation, instructions string, tools []tool.Descriptor) (*Encoder, error) {
+func NewEncoder(info Implementation, instructions string, tools []tool.Descriptor, opts ...EncoderOption) (*Encoder, error) {
+	var o encoderOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	e := &Encoder{
 		info:         info,
 		instructions: instructions,
@@ -51,7 +64,7 @@ func NewEncoder(info Implementation, instructions string, tools []tool.Descripto
 	}
 	e.modernMeta = fmt.Appendf(nil, `,"_meta":{%q:%s},"resultType":"complete"`, MetaServerInfo, infoJSON)
 
-	caps := map[string]any{"tools": map[string]any{"listChanged": false}}
+	caps := map[string]any{"tools": map[string]any{"listChanged": o.listChanged}}
 	for _, v := range AllVersions() {
 		f := FeaturesOf(v)
 		list, err := renderTools(f, tools)

@@ -79,6 +79,12 @@ type Features struct {
 	// Modern: stateless era: resultType on every result, ttlMs and
 	// cacheScope on list results, serverInfo in result _meta.
 	Modern bool
+	// Audio: audio content blocks (2025-03-26+).
+	Audio bool
+	// ResourceLinks: resource_link content blocks (2025-06-18+).
+	ResourceLinks bool
+	// Icons: icons on tools and implementations (2025-11-25+).
+	Icons bool
 }
 
 // FeaturesOf returns the features of version v.
@@ -87,11 +93,13 @@ func FeaturesOf(v string) Features {
 	case V20241105:
 		return Features{}
 	case V20250326:
-		return Features{Annotations: true, Batches: true}
-	case V20250618, V20251125:
-		return Features{Annotations: true, Structured: true}
+		return Features{Annotations: true, Batches: true, Audio: true}
+	case V20250618:
+		return Features{Annotations: true, Structured: true, Audio: true, ResourceLinks: true}
+	case V20251125:
+		return Features{Annotations: true, Structured: true, Audio: true, ResourceLinks: true, Icons: true}
 	case V20260728:
-		return Features{Annotations: true, Structured: true, Modern: true}
+		return Features{Annotations: true, Structured: true, Modern: true, Audio: true, ResourceLinks: true, Icons: true}
 	}
 	return FeaturesOf(LatestLegacy)
 }

@@ -90,14 +90,14 @@ func TestFeaturesOf(t *testing.T) {
 		want Features
 	}{
 		{V20241105, Features{}},
-		{V20250326, Features{Annotations: true, Batches: true}},
-		{V20250618, Features{Annotations: true, Structured: true}},
-		{V20251125, Features{Annotations: true, Structured: true}},
-		{V20260728, Features{Annotations: true, Structured: true, Modern: true}},
+		{V20250326, Features{Annotations: true, Batches: true, Audio: true}},
+		{V20250618, Features{Annotations: true, Structured: true, Audio: true, ResourceLinks: true}},
+		{V20251125, Features{Annotations: true, Structured: true, Audio: true, ResourceLinks: true, Icons: true}},
+		{V20260728, Features{Annotations: true, Structured: true, Modern: true, Audio: true, ResourceLinks: true, Icons: true}},
 		// Unknown versions have the features of the latest legacy version.
-		{"", Features{Annotations: true, Structured: true}},
-		{"2099-01-01", Features{Annotations: true, Structured: true}},
-		{"2025-03-26 ", Features{Annotations: true, Structured: true}},
+		{"", Features{Annotations: true, Structured: true, Audio: true, ResourceLinks: true, Icons: true}},
+		{"2099-01-01", Features{Annotations: true, Structured: true, Audio: true, ResourceLinks: true, Icons: true}},
+		{"2025-03-26 ", Features{Annotations: true, Structured: true, Audio: true, ResourceLinks: true, Icons: true}},
 	}
 	for _, tt := range tests {
 		if got := FeaturesOf(tt.v); got != tt.want {

@@ -33,7 +33,7 @@ var errCallTimeout = errors.New("session: call deadline exceeded")
 // given its place in the limiter's queue, in the order calls arrive. The
 // task waits for the slot, then runs the tool with its deadline.
 func (ss *Session) startCall(r replier, m *jsonrpc.Message, version string) {
-	t, args, msg := ss.judgeCall(m, version)
+	t, args, token, msg := ss.judgeCall(m, version)
 	if msg != nil {
 		r.send(msg)
 		return
@@ -61,6 +61,9 @@ func (ss *Session) startCall(r replier, m *jsonrpc.Message, version string) {
 		return
 	}
 	ctx, cancel := context.WithCancelCause(ss.taskCtx)
+	if token != nil {
+		ctx = tool.WithProgress(ctx, &tool.Progress{Token: token, Send: ss.sendProgress})
+	}
 	c := &call{cancel: cancel}
 	ss.inflight[m.ID] = c
 	ss.tasks.Add(1)
@@ -72,33 +75,33 @@ func (ss *Session) startCall(r replier, m *jsonrpc.Message, version string) {
 // judgeCall decodes a tools/call and checks what can be checked without
 // running it. It returns the tool and its arguments, or the response that
 // refuses the call.
-func (ss *Session) judgeCall(m *jsonrpc.Message, version string) (tool.Tool, jsontext.Value, []byte) {
+func (ss *Session) judgeCall(m *jsonrpc.Message, version string) (t tool.Tool, args, token jsontext.Value, refusal []byte) {
 	var p callParams
 	if err := unmarshalParams(m.Params, &p, true); err != nil {
-		return nil, nil, jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
+		return nil, nil, nil, jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
 	}
 	if m.Params == nil || p.Name == nil {
-		return nil, nil, jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: name is required"))
+		return nil, nil, nil, jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: name is required"))
 	}
 	if p.Arguments != nil && p.Arguments.Kind() != '{' {
-		return nil, nil, jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: arguments must be an object"))
+		return nil, nil, nil, jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: arguments must be an object"))
 	}
 	if p.Task != nil {
 		// No tool here supports task augmentation (execution.taskSupport
 		// is absent, i.e. forbidden); the spec asks for -32601.
-		return nil, nil, jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
+		return nil, nil, nil, jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
 			"Method not found: task-augmented tools/call is not supported"))
 	}
 	name := *p.Name
-	t, ok := ss.srv.opts.Tools.Lookup(name)
+	t, ok := ss.srv.lookup(name)
 	if !ok {
 		pr := problem.New(problem.Validation, "Unknown tool: "+quote(name), "name")
-		return nil, nil, jsonrpc.AppendError(nil, &jsonrpc.Error{
+		return nil, nil, nil, jsonrpc.AppendError(nil, &jsonrpc.Error{
 			ID: m.ID, Code: jsonrpc.CodeInvalidParams,
 			Message: "Unknown tool: " + quote(name), Data: mcp.ProblemData(pr),
 		})
 	}
-	args := p.Arguments
+	args = p.Arguments
 	if args == nil {
 		args = jsontext.Value("{}")
 	}
@@ -107,11 +110,41 @@ func (ss *Session) judgeCall(m *jsonrpc.Message, version string) (tool.Tool, jso
 		if !errors.As(err, &pr) {
 			ref := newRef()
 			ss.log.Error("sanitizer failed", slog.String("ref", ref), slog.String("error", err.Error()))
-			return nil, nil, jsonrpc.AppendError(nil, internalError(m.ID, ref))
+			return nil, nil, nil, jsonrpc.AppendError(nil, internalError(m.ID, ref))
 		}
-		return nil, nil, ss.argumentError(m.ID, version, pr)
+		return nil, nil, nil, ss.argumentError(m.ID, version, pr)
 	}
-	return t, args, nil
+	return t, args, progressToken(p.Meta), nil
+}
+
+// progressToken reads _meta.progressToken of a call: a string or an
+// integer, or nil.
+func progressToken(meta jsontext.Value) jsontext.Value {
+	if meta == nil {
+		return nil
+	}
+	var m struct {
+		Token jsontext.Value `json:"progressToken"`
+	}
+	if json.Unmarshal(meta, &m) != nil {
+		return nil
+	}
+	if k := m.Token.Kind(); k == '"' || (k == '0' && isInteger(m.Token)) {
+		return m.Token
+	}
+	return nil
+}
+
+func isInteger(v jsontext.Value) bool {
+	_, err := strconv.ParseInt(string(v), 10, 64)
+	return err == nil
+}
+
+// sendProgress writes one notifications/progress to the client. Progress
+// is sent as it comes, before the call's answer, even in a batch.
+func (ss *Session) sendProgress(params jsontext.Value) {
+	msg := append([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`), params...)
+	ss.send(append(msg, '}'))
 }
 
 // argumentError answers a call whose arguments were refused, in the
@@ -231,14 +264,24 @@ func (ss *Session) call(ctx context.Context, m *jsonrpc.Message, version string,
 		}
 	}()
 	if err == nil {
+		if rel := res.Relayed; rel != nil {
+			if rel.IsError {
+				outcome = "is_error"
+			}
+			return ss.result(m.ID, ss.srv.enc.AppendRelayedResult(nil, version, rel.Content, rel.Structured, rel.IsError, rel.OutputObject))
+		}
 		return ss.result(m.ID, ss.srv.enc.AppendCallResult(nil, version, res.Structured))
 	}
 
 	var (
-		argErr *tool.ArgumentError
-		pr     *problem.Problem
+		argErr   *tool.ArgumentError
+		pr       *problem.Problem
+		protoErr *tool.ProtocolError
 	)
 	switch {
+	case errors.As(err, &protoErr):
+		outcome = "error_" + strconv.Itoa(protoErr.Code)
+		return jsonrpc.AppendError(nil, &jsonrpc.Error{ID: m.ID, Code: protoErr.Code, Message: protoErr.Message, Data: protoErr.Data})
 	case errors.As(err, &argErr):
 		outcome = string(argErr.Problem.Code)
 		return ss.argumentError(m.ID, version, argErr.Problem)

@@ -266,6 +266,7 @@ func (ss *Session) initialize(r replier, m *jsonrpc.Message) {
 	ss.log.Info("session initialized", slog.String("protocol_version", v),
 		slog.Bool("version_offered", v != *p.ProtocolVersion))
 	r.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.Initialize(v)))
+	ss.listChanged.Store(true) // after the answer: no notification may come first
 }
 
 func (ss *Session) ping(r replier, m *jsonrpc.Message, version string) {
@@ -283,6 +284,17 @@ type listParams struct {
 func (ss *Session) toolsList(r replier, m *jsonrpc.Message, version string) {
 	var p listParams
 	if !ss.checkParams(r, m, &p) {
+		return
+	}
+	if c := ss.srv.opts.Catalog; c != nil {
+		res, err := c.List(version, p.Cursor)
+		if err != nil {
+			e := *err
+			e.ID = m.ID
+			r.sendError(&e)
+			return
+		}
+		r.send(jsonrpc.AppendResult(nil, m.ID, res))
 		return
 	}
 	if p.Cursor != nil {

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/mcp-bastion/bastion/internal/guard"
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 	"github.com/mcp-bastion/bastion/internal/tool"
 )
@@ -51,10 +52,29 @@ const (
 	DefaultMaxBatch       = 64
 )
 
+// Catalog is a set of tools that can change while the server runs, as a
+// gateway's does. It renders its own tools/list (paginated as it likes)
+// and tells the session of changes, which the session passes on to its
+// client as notifications/tools/list_changed.
+type Catalog interface {
+	// List renders the tools/list result for version, from the page
+	// cursor points at (nil for the first). A cursor it cannot use is an
+	// error to answer with (its ID is set by the session).
+	List(version string, cursor *string) ([]byte, *jsonrpc.Error)
+	// Lookup finds a tool by name.
+	Lookup(name string) (tool.Tool, bool)
+	// Watch returns a channel that receives a value after each change,
+	// and a func that stops it.
+	Watch() (changes <-chan struct{}, stop func())
+}
+
 // Options configure a Server. Zero durations and counts take the defaults.
 type Options struct {
-	// Tools are the tools offered. Required.
+	// Tools are the tools offered, a fixed set. Either Tools or Catalog
+	// is required.
 	Tools *tool.Registry
+	// Catalog is a changing set of tools; it replaces Tools.
+	Catalog Catalog
 	// Info identifies the server to clients.
 	Info mcp.Implementation
 	// Instructions, if set, are offered to clients as model guidance.
@@ -96,10 +116,18 @@ type Server struct {
 	log     *slog.Logger
 }
 
+// lookup finds a tool in whichever set the server offers.
+func (s *Server) lookup(name string) (tool.Tool, bool) {
+	if s.opts.Catalog != nil {
+		return s.opts.Catalog.Lookup(name)
+	}
+	return s.opts.Tools.Lookup(name)
+}
+
 // NewServer validates opts, fills in defaults and renders the fixed results.
 func NewServer(opts Options) (*Server, error) {
-	if opts.Tools == nil {
-		return nil, errors.New("session: Options.Tools is required")
+	if (opts.Tools == nil) == (opts.Catalog == nil) {
+		return nil, errors.New("session: exactly one of Options.Tools and Options.Catalog is required")
 	}
 	if opts.Info.Name == "" || opts.Info.Version == "" {
 		return nil, errors.New("session: Options.Info needs a name and a version")
@@ -129,11 +157,18 @@ func NewServer(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	descs := make([]tool.Descriptor, 0, opts.Tools.Len())
-	for _, t := range opts.Tools.Tools() {
-		descs = append(descs, t.Descriptor())
+	var (
+		descs   []tool.Descriptor
+		encOpts []mcp.EncoderOption
+	)
+	if opts.Tools != nil {
+		for _, t := range opts.Tools.Tools() {
+			descs = append(descs, t.Descriptor())
+		}
+	} else {
+		encOpts = append(encOpts, mcp.ToolsListChanged())
 	}
-	enc, err := mcp.NewEncoder(opts.Info, opts.Instructions, descs)
+	enc, err := mcp.NewEncoder(opts.Info, opts.Instructions, descs, encOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}

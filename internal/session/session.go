@@ -65,6 +65,11 @@ type Session struct {
 	version     string // negotiated legacy version
 	initialized bool   // initialize answered (legacy)
 
+	// listChanged is set by the read loop once the client may be told of
+	// changes to the tool list (a legacy session, initialized); the
+	// catalog watcher reads it.
+	listChanged atomic.Bool
+
 	mu       sync.Mutex
 	inflight map[jsonrpc.ID]*call
 	// draining is set, under mu, before Run waits for the tasks: no task
@@ -124,6 +129,10 @@ func (ss *Session) Run(ctx context.Context) error {
 
 	readDone := make(chan error, 1)
 	go func() { readDone <- ss.readLoop() }()
+	if c := ss.srv.opts.Catalog; c != nil {
+		stopWatch := ss.watchCatalog(c)
+		defer stopWatch()
+	}
 
 	var (
 		result    error
@@ -197,6 +206,32 @@ func (ss *Session) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: responses could not be flushed within %s", ErrOutputFailed, ss.srv.opts.DrainGrace)
 	}
 	return result
+}
+
+// watchCatalog sends notifications/tools/list_changed after each change of
+// the catalog, to a client that may hear it. It returns a func that stops
+// the watcher and waits for it.
+func (ss *Session) watchCatalog(c Catalog) func() {
+	changes, stop := c.Watch()
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-changes:
+				if ss.listChanged.Load() && !ss.stopping.Load() {
+					ss.send([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+				}
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+		stop()
+	}
 }
 
 // errFlushTimeout ends the final flush of a drain.

@@ -54,9 +54,61 @@ type Descriptor struct {
 }
 
 // Result is a successful tool result. Structured is the JSON object sent as
-// structuredContent and, identically, as the one text block.
+// structuredContent and, identically, as the one text block; or, for a
+// tool that relays another server's tool, Relayed is that server's result.
 type Result struct {
 	Structured jsontext.Value
+	Relayed    *Relayed
+}
+
+// Relayed is a tools/call result another server produced, which the
+// session re-encodes for its client's version.
+type Relayed struct {
+	// Content is the JSON array of content blocks.
+	Content jsontext.Value
+	// Structured is structuredContent, nil when absent.
+	Structured jsontext.Value
+	IsError    bool
+	// OutputObject reports whether the tool's output schema has an
+	// object root, so that legacy clients may get structuredContent.
+	OutputObject bool
+}
+
+// ProtocolError is a tool's answer that is a JSON-RPC error rather than a
+// result: a gateway's "bad gateway" (-32003), or a downstream's own error
+// relayed. The session sends it as the error response to the call.
+type ProtocolError struct {
+	Code    int
+	Message string
+	// Data is error.data, nil for none.
+	Data jsontext.Value
+}
+
+func (e *ProtocolError) Error() string {
+	return fmt.Sprintf("tool: JSON-RPC error %d: %s", e.Code, e.Message)
+}
+
+// progressKey carries a call's progress reporting in its context.
+type progressKey struct{}
+
+// Progress is how a tool reports progress on the call it serves: the
+// client's token, and a func that sends one notifications/progress with
+// the given params (whose progressToken must be Token).
+type Progress struct {
+	Token jsontext.Value
+	Send  func(params jsontext.Value)
+}
+
+// WithProgress returns ctx carrying p.
+func WithProgress(ctx context.Context, p *Progress) context.Context {
+	return context.WithValue(ctx, progressKey{}, p)
+}
+
+// ProgressOf returns the progress reporting of the call ctx belongs to, or
+// nil when the client asked for none.
+func ProgressOf(ctx context.Context) *Progress {
+	p, _ := ctx.Value(progressKey{}).(*Progress)
+	return p
 }
 
 // Tool is a callable tool. Implementations must be safe for concurrent use:

@@ -1,0 +1,181 @@
+package mcp
+
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Relayed content: descriptors and results another server produced, which
+// a gateway passes on. They are re-encoded here, never copied, and shaped
+// for the version of the client they go to: what that version cannot
+// carry is left out (titles, output schemas, annotations, icons, content
+// block kinds it does not know), and an output schema whose root is not an
+// object, which no legacy version admits, is left out for legacy clients
+// with the structuredContent it describes.
+
+// RawTool is a relayed tool descriptor, its members as the other server
+// sent them.
+type RawTool struct {
+	// Name is the name the gateway lists it under.
+	Name               string
+	Title, Description string
+	// InputSchema, OutputSchema, Annotations and Icons are raw JSON, nil
+	// when absent.
+	InputSchema, OutputSchema, Annotations, Icons jsontext.Value
+}
+
+// ListPage is the paging and caching of one list result.
+type ListPage struct {
+	// NextCursor is the cursor of the next page, "" on the last.
+	NextCursor string
+	// CacheScope and TTLMillis go on modern results: "private" with 0 for
+	// a list that depends on who asks or can change at any time.
+	CacheScope string
+	TTLMillis  int
+}
+
+// RelayedToolsList renders a tools/list result of relayed tools for
+// version.
+func (e *Encoder) RelayedToolsList(version string, tools []RawTool, page ListPage) []byte {
+	f := FeaturesOf(version)
+	b := []byte(`{"tools":[`)
+	for i, t := range tools {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b, _ = jsontext.AppendQuote(b, t.Name)
+		if f.Structured && t.Title != "" {
+			b = append(b, `,"title":`...)
+			b, _ = jsontext.AppendQuote(b, t.Title)
+		}
+		if t.Description != "" {
+			b = append(b, `,"description":`...)
+			b, _ = jsontext.AppendQuote(b, t.Description)
+		}
+		b = append(b, `,"inputSchema":`...)
+		b = appendCompact(b, t.InputSchema)
+		if f.Structured && len(t.OutputSchema) > 0 && (f.Modern || ObjectRoot(t.OutputSchema)) {
+			b = append(b, `,"outputSchema":`...)
+			b = appendCompact(b, t.OutputSchema)
+		}
+		if f.Annotations && len(t.Annotations) > 0 && t.Annotations.Kind() == '{' {
+			b = append(b, `,"annotations":`...)
+			b = appendCompact(b, t.Annotations)
+		}
+		if f.Icons && len(t.Icons) > 0 && t.Icons.Kind() == '[' {
+			b = append(b, `,"icons":`...)
+			b = appendCompact(b, t.Icons)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	if page.NextCursor != "" {
+		b = append(b, `,"nextCursor":`...)
+		b, _ = jsontext.AppendQuote(b, page.NextCursor)
+	}
+	if f.Modern {
+		scope := page.CacheScope
+		if scope == "" {
+			scope = "private"
+		}
+		b = append(b, `,"ttlMs":`...)
+		b = strconv.AppendInt(b, int64(page.TTLMillis), 10)
+		b = append(b, `,"cacheScope":`...)
+		b, _ = jsontext.AppendQuote(b, scope)
+	}
+	return e.decorate(append(b, '}'), version)
+}
+
+// AppendRelayedResult appends a relayed tools/call result for version:
+// the content blocks the version knows, structuredContent where it has
+// it (and, for a legacy version, only when outputSchemaIsObject), and
+// isError.
+func (e *Encoder) AppendRelayedResult(dst []byte, version string, content, structured jsontext.Value, isError, outputSchemaIsObject bool) []byte {
+	f := FeaturesOf(version)
+	dst = append(dst, `{"content":[`...)
+	n := 0
+	for _, block := range arrayElements(content) {
+		if !blockKnown(f, block) {
+			continue
+		}
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendCompact(dst, block)
+		n++
+	}
+	dst = append(dst, ']')
+	if f.Structured && len(structured) > 0 && (f.Modern || outputSchemaIsObject) {
+		dst = append(dst, `,"structuredContent":`...)
+		dst = appendCompact(dst, structured)
+	}
+	if isError {
+		dst = append(dst, `,"isError":true`...)
+	} else {
+		dst = append(dst, `,"isError":false`...)
+	}
+	if f.Modern {
+		dst = append(dst, e.modernMeta...)
+	}
+	return append(dst, '}')
+}
+
+// blockKnown reports whether version f has the content block's type.
+func blockKnown(f Features, block jsontext.Value) bool {
+	var b struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(block, &b) != nil {
+		return false
+	}
+	switch b.Type {
+	case "text", "image", "resource":
+		return true
+	case "audio":
+		return f.Audio
+	case "resource_link":
+		return f.ResourceLinks
+	}
+	return false
+}
+
+// ObjectRoot reports whether schema's root says "type": "object".
+func ObjectRoot(schema jsontext.Value) bool {
+	var root struct {
+		Type jsontext.Value `json:"type"`
+	}
+	return schema.Kind() == '{' && json.Unmarshal(schema, &root) == nil &&
+		bytes.Equal(bytes.TrimSpace(root.Type), []byte(`"object"`))
+}
+
+// arrayElements splits a JSON array into its elements; anything else is
+// none.
+func arrayElements(v jsontext.Value) []jsontext.Value {
+	if v.Kind() != '[' {
+		return nil
+	}
+	d := jsontext.NewDecoder(bytes.NewReader(v))
+	d.ReadToken()
+	var out []jsontext.Value
+	for d.PeekKind() != ']' {
+		e, err := d.ReadValue()
+		if err != nil {
+			return nil
+		}
+		out = append(out, e.Clone())
+	}
+	return out
+}
+
+// appendCompact appends v re-encoded without insignificant whitespace.
+func appendCompact(dst []byte, v jsontext.Value) []byte {
+	c := bytes.Clone(v)
+	if err := (*jsontext.Value)(&c).Compact(); err != nil {
+		return append(dst, "null"...)
+	}
+	return append(dst, c...)
+}
