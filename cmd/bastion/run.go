@@ -38,6 +38,7 @@ const usage = `Usage: bastion <command> [flags]
 
 Commands:
   serve     run the hardened MCP server on stdin/stdout
+  gateway   run the MCP security gateway in front of downstream servers
   version   print the version
 
 Run "bastion <command> --help" for a command's flags.
@@ -57,6 +58,8 @@ func run(ctx context.Context, args []string, e env) int {
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], e)
+	case "gateway":
+		return gatewayCmd(ctx, args[1:], e)
 	case "version", "--version":
 		if slices.ContainsFunc(flagArgs(args[1:]), isHelpFlag) {
 			fmt.Fprint(e.stdout, versionUsage)

@@ -8,6 +8,7 @@
 // Usage:
 //
 //   node client.mjs [--env JSON] [--calls JSON] [--timeout-ms N] -- COMMAND [ARG...]
+//   node client.mjs --url URL [--calls JSON] [--timeout-ms N]
 //
 //   --env    JSON object of extra environment variables for the server. The
 //            server gets only PATH and HOME from this process, plus these.
@@ -16,6 +17,8 @@
 //            expect is "ok" (default: the call succeeds with isError false),
 //            "toolError" (isError true) or "protocolError" (a JSON-RPC error).
 //   --timeout-ms  bound of each request (default 20000).
+//   --url    connect over Streamable HTTP to URL instead of running a
+//            server command (serverExit is then null).
 //
 // It prints exactly one JSON line to stdout:
 //
@@ -33,6 +36,7 @@ import { parseArgs } from 'node:util';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { LATEST_PROTOCOL_VERSION, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
@@ -41,7 +45,8 @@ const EXPECTATIONS = new Set(['ok', 'toolError', 'protocolError']);
 
 function usage(msg) {
     process.stderr.write(`client.mjs: ${msg}\n` +
-        'usage: node client.mjs [--env JSON] [--calls JSON] [--timeout-ms N] -- COMMAND [ARG...]\n');
+        'usage: node client.mjs [--env JSON] [--calls JSON] [--timeout-ms N] -- COMMAND [ARG...]\n' +
+        '       node client.mjs --url URL [--calls JSON] [--timeout-ms N]\n');
     process.exit(2);
 }
 
@@ -63,12 +68,16 @@ const { values: opts, positionals } = parseArgs({
         env: { type: 'string', default: '{}' },
         calls: { type: 'string', default: '[]' },
         'timeout-ms': { type: 'string', default: '20000' },
+        url: { type: 'string' },
     },
     allowPositionals: true,
     strict: true,
 });
-if (positionals.length === 0) {
+if (positionals.length === 0 && opts.url === undefined) {
     usage('missing server command');
+}
+if (positionals.length > 0 && opts.url !== undefined) {
+    usage('--url and a server command exclude each other');
 }
 const [command, ...args] = positionals;
 const extraEnv = parseJSON('--env', opts.env,
@@ -104,16 +113,22 @@ const summary = {
     tools: [],
     calls: [],
     serverExit: null,
+    sessionId: null,
     failures: [],
 };
 const fail = msg => summary.failures.push(msg);
 
-const transport = new StdioClientTransport({ command, args, env, stderr: 'inherit' });
+const transport = opts.url !== undefined
+    ? new StreamableHTTPClientTransport(new URL(opts.url))
+    : new StdioClientTransport({ command, args, env, stderr: 'inherit' });
 // The client hands the negotiated version to transports that want it
-// (HTTP ones put it in a header); stdio does not, so this optional hook is
-// the one public place where the negotiated version can be observed.
+// (HTTP ones put it in a header, so theirs is kept); stdio does not, so
+// this optional hook is the one public place where the negotiated version
+// can be observed.
+const setVersion = transport.setProtocolVersion?.bind(transport);
 transport.setProtocolVersion = v => {
     summary.protocolVersion = v;
+    setVersion?.(v);
 };
 transport.onerror = err => fail(`transport: ${err.message}`);
 
@@ -218,6 +233,11 @@ try {
 } catch (err) {
     fail(`session: ${err.message}`);
 } finally {
+    if (opts.url !== undefined) {
+        // A legacy HTTP session ends with DELETE.
+        summary.sessionId = transport.sessionId !== undefined;
+        await transport.terminateSession().catch(err => fail(`terminateSession: ${err.message}`));
+    }
     // close ends the server's stdin and waits for it to exit (the SDK
     // escalates to signals after two seconds each).
     await client.close().catch(err => fail(`close: ${err.message}`));

@@ -36,9 +36,9 @@ type Tool struct {
 	Raw jsontext.Value
 	// Title and Description are the descriptor's strings, for listing.
 	Title, Description string
-	// InputSchema, OutputSchema and Annotations are raw members ("" when
-	// absent).
-	InputSchema, OutputSchema, Annotations jsontext.Value
+	// InputSchema, OutputSchema, Annotations and Icons are raw members
+	// (nil when absent).
+	InputSchema, OutputSchema, Annotations, Icons jsontext.Value
 	// Input is the compiled InputSchema, which every call's arguments
 	// must satisfy.
 	Input *jsonschema.Schema
@@ -197,6 +197,13 @@ func (c *Catalog) publish() {
 	for _, t := range next.Tools {
 		next.byName[t.Qualified] = t
 	}
+	if sameTools(prev.Tools, next.Tools) {
+		// A refresh that found what was there is no change: cursors
+		// stay valid and no client is told to list again.
+		next.Revision = prev.Revision
+		c.current.Store(next)
+		return
+	}
 	c.current.Store(next)
 	for _, ch := range c.subs {
 		select {
@@ -204,6 +211,14 @@ func (c *Catalog) publish() {
 		default:
 		}
 	}
+}
+
+// sameTools reports whether two sorted tool lists offer the same
+// descriptors under the same names.
+func sameTools(a, b []*Tool) bool {
+	return slices.EqualFunc(a, b, func(x, y *Tool) bool {
+		return x.Qualified == y.Qualified && bytes.Equal(x.Raw, y.Raw)
+	})
 }
 
 // toolName is the 2025-11-25 tool-name rule (SEP-986): 1-128 characters
@@ -220,6 +235,7 @@ type descriptor struct {
 	InputSchema  jsontext.Value `json:"inputSchema"`
 	OutputSchema jsontext.Value `json:"outputSchema"`
 	Annotations  jsontext.Value `json:"annotations"`
+	Icons        jsontext.Value `json:"icons"`
 }
 
 // judge decides every descriptor of one server's list.
@@ -257,7 +273,7 @@ func (c *Catalog) judge(server string, descriptors []jsontext.Value) serverTools
 		}
 		counts[name]++
 		t := &Tool{Qualified: server + "." + name, Server: server, Name: name, Raw: raw,
-			InputSchema: d.InputSchema, OutputSchema: d.OutputSchema, Annotations: d.Annotations}
+			InputSchema: d.InputSchema, OutputSchema: d.OutputSchema, Annotations: d.Annotations, Icons: d.Icons}
 		t.Title, _ = jsonString(d.Title)
 		t.Description, _ = jsonString(d.Description)
 		if detail := checkInputSchema(d.InputSchema); detail != "" {

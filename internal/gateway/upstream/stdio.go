@@ -45,6 +45,9 @@ const (
 	Connected
 	// Closed: shut down for good.
 	Closed
+	// Failed: an attempt to connect failed (the process did not start,
+	// or the handshake did not complete); another follows the backoff.
+	Failed
 )
 
 func (s State) String() string {
@@ -53,6 +56,8 @@ func (s State) String() string {
 		return "connected"
 	case Closed:
 		return "closed"
+	case Failed:
+		return "failed"
 	}
 	return "connecting"
 }
@@ -131,6 +136,12 @@ func (s *StdioServer) Client() (*Client, error) {
 		return nil, ErrUnavailable
 	}
 	return s.client, nil
+}
+
+// Connected reports whether a handshaken connection is up.
+func (s *StdioServer) Connected() bool {
+	_, err := s.Client()
+	return err == nil
 }
 
 // Stats returns the counters of what the server sent that was dropped.
@@ -221,6 +232,7 @@ func (s *StdioServer) runOnce() (stopped bool) {
 	ch, err := s.start()
 	if err != nil {
 		s.log.Error("downstream did not start", slog.String("error", err.Error()))
+		s.setState(Failed, nil)
 		return false
 	}
 	c := newClient(s.opts.Name, stdioTransport{ch.conn}, s.log, &s.stats, s.opts.OnNotify)
@@ -254,6 +266,7 @@ func (s *StdioServer) runOnce() (stopped bool) {
 		s.log.Error("downstream handshake failed", slog.String("error", hsErr.Error()))
 		c.Fail(ErrConnectionLost)
 		s.shutdown(ch)
+		s.setState(Failed, nil)
 		return false
 	}
 	info, _ := c.Info()

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcp-bastion/bastion/internal/gateway"
+	gwconfig "github.com/mcp-bastion/bastion/internal/gateway/config"
+	"github.com/mcp-bastion/bastion/internal/gateway/front"
+	"github.com/mcp-bastion/bastion/internal/mcp"
+	"github.com/mcp-bastion/bastion/internal/session"
+	"github.com/mcp-bastion/bastion/internal/stdio"
+)
+
+const gatewayUsage = `Usage: bastion gateway --config FILE [--check] [--stdio]
+
+Runs the MCP security gateway: one MCP endpoint in front of the downstream
+MCP servers the configuration names (stdio child processes and Streamable
+HTTP endpoints). Every downstream tool is offered under its qualified name
+<server>.<tool>; calls are routed to the server that owns the tool.
+
+By default the gateway serves Streamable HTTP (both protocol eras) at the
+configured listen address and path, with GET /healthz (liveness) and
+GET /readyz (every server discovered or failed closed). With --stdio it
+serves one client on stdin/stdout instead.
+
+Flags:
+  --config FILE   the YAML configuration (see examples/gateway/)
+  --check         validate the configuration, then exit
+  --stdio         serve one client on stdin/stdout instead of HTTP
+
+Secrets are never written in the file: ${NAME} references are resolved
+from the environment when the gateway starts. The key that seals legacy
+session ids and list cursors comes from the variable sessions.key_env
+names (default MCP_GATEWAY_SESSION_KEY; at least 32 bytes) and is required
+for HTTP.
+
+Exit status: 0 clean shutdown (or --check passed), 1 abnormal end,
+2 bad flags or configuration.
+`
+
+func gatewayCmd(ctx context.Context, args []string, e env) int {
+	if slices.ContainsFunc(flagArgs(args), isHelpFlag) {
+		fmt.Fprint(e.stdout, gatewayUsage)
+		return exitOK
+	}
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	path := fs.String("config", "", "the YAML configuration file")
+	check := fs.Bool("check", false, "validate the configuration, then exit")
+	stdioMode := fs.Bool("stdio", false, "serve one client on stdin/stdout")
+	fs.Usage = func() { fmt.Fprint(e.stderr, gatewayUsage) }
+	if ok, code := parseFlags(fs, args, e); !ok {
+		return code
+	}
+	if *path == "" {
+		fmt.Fprintln(e.stderr, "bastion gateway: --config FILE is required")
+		return exitUsage
+	}
+	getenv := lookupIn(e.environ)
+	cfg, err := gwconfig.Load(*path, getenv)
+	if err != nil {
+		fmt.Fprintln(e.stderr, "bastion gateway: invalid configuration:")
+		for _, line := range splitJoined(err) {
+			fmt.Fprintf(e.stderr, "  %s\n", line)
+		}
+		return exitUsage
+	}
+	key, keyErr := sessionKey(cfg, getenv)
+	if keyErr != nil && !*stdioMode {
+		fmt.Fprintf(e.stderr, "bastion gateway: %v\n", keyErr)
+		return exitUsage
+	}
+	if *check {
+		fmt.Fprintf(e.stderr, "bastion gateway: configuration OK (%d servers: %s)\n", len(cfg.Servers), serverNames(cfg))
+		return exitOK
+	}
+	log := gatewayLogger(cfg, e.stderr)
+	g := gateway.New(cfg, log)
+	g.Start()
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := g.Close(cctx); err != nil {
+			log.Warn("downstreams did not all stop in time", slog.String("error", err.Error()))
+		}
+	}()
+	info := mcp.Implementation{Name: "mcp-bastion-gateway", Title: "mcp-bastion gateway", Version: version}
+	if *stdioMode {
+		return gatewayStdio(ctx, cfg, g, info, log, e)
+	}
+	srv, err := front.New(front.Options{Config: cfg, Gateway: g, Info: info, Key: key, Logger: log})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "bastion gateway: %v\n", err)
+		return exitUsage
+	}
+	log.Info("gateway listening", slog.String("listen", cfg.Listen), slog.String("path", cfg.Path), slog.Int("servers", len(cfg.Servers)))
+	if err := srv.Run(ctx, e.signals); err != nil {
+		log.Error("gateway stopped abnormally", slog.String("error", err.Error()))
+		return exitFailure
+	}
+	log.Info("gateway stopped")
+	return exitOK
+}
+
+// gatewayStdio serves the catalog to one client on stdin/stdout through
+// package session, like `bastion serve`.
+func gatewayStdio(ctx context.Context, cfg *gwconfig.Config, g *gateway.Gateway, info mcp.Implementation, log *slog.Logger, e env) int {
+	enc, err := mcp.NewEncoder(info, front.Instructions, nil, mcp.ToolsListChanged())
+	if err != nil {
+		fmt.Fprintf(e.stderr, "bastion gateway: %v\n", err)
+		return exitFailure
+	}
+	cursorKey := make([]byte, 32)
+	_, _ = rand.Read(cursorKey)
+	var longest time.Duration
+	for _, s := range cfg.Servers {
+		longest = max(longest, s.Timeout.D())
+	}
+	mode := session.ArgumentErrorsInBand
+	if cfg.ArgumentErrors == "protocol" {
+		mode = session.ArgumentErrorsProtocol
+	}
+	srv, err := session.NewServer(session.Options{
+		Catalog:        g.SessionCatalog(enc, cursorKey),
+		Info:           info,
+		Instructions:   front.Instructions,
+		CallTimeout:    longest + time.Second, // the gateway's own deadlines come first
+		MaxBatch:       cfg.Limits.Batch,
+		ArgumentErrors: mode,
+		Logger:         log,
+	})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "bastion gateway: %v\n", err)
+		return exitFailure
+	}
+	stdin, stdout, restore := e.stdio()
+	defer restore()
+	if err := stdio.Serve(ctx, srv, stdin, stdout, int(cfg.Limits.Body), e.signals, log); err != nil {
+		log.Error("session ended abnormally", slog.String("error", err.Error()))
+		return exitFailure
+	}
+	return exitOK
+}
+
+// sessionKey reads the sealing key from the variable the configuration
+// names.
+func sessionKey(cfg *gwconfig.Config, getenv func(string) (string, bool)) ([]byte, error) {
+	v, ok := getenv(cfg.Sessions.KeyEnv)
+	if !ok || v == "" {
+		return nil, fmt.Errorf("%s: not set: the HTTP front needs a key of at least 32 bytes to seal session ids and cursors (for example: export %s=$(openssl rand -hex 32))",
+			cfg.Sessions.KeyEnv, cfg.Sessions.KeyEnv)
+	}
+	if len(v) < 32 {
+		return nil, fmt.Errorf("%s: is %d bytes long: at least 32 are required", cfg.Sessions.KeyEnv, len(v))
+	}
+	return []byte(v), nil
+}
+
+func gatewayLogger(cfg *gwconfig.Config, w io.Writer) *slog.Logger {
+	levels := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
+	opts := &slog.HandlerOptions{Level: levels[cfg.Log.Level]}
+	if cfg.Log.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+func serverNames(cfg *gwconfig.Config) string {
+	names := make([]string, len(cfg.Servers))
+	for i, s := range cfg.Servers {
+		names[i] = s.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// lookupIn makes a getenv over KEY=value entries.
+func lookupIn(environ []string) func(string) (string, bool) {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}

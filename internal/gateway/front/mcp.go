@@ -1,0 +1,772 @@
+package front
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/gateway"
+	"github.com/mcp-bastion/bastion/internal/guard"
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/mcp"
+	"github.com/mcp-bastion/bastion/internal/problem"
+	"github.com/mcp-bastion/bastion/internal/tool"
+)
+
+// Header names, as the spec writes them (net/http canonicalizes).
+const (
+	hdrSessionID       = "Mcp-Session-Id"
+	hdrProtocolVersion = "MCP-Protocol-Version"
+	hdrMethod          = "Mcp-Method"
+	hdrName            = "Mcp-Name"
+)
+
+// exchange is what the front knows of one POST while answering it.
+type exchange struct {
+	s       *Server
+	r       *http.Request
+	modern  bool
+	version string
+	sess    session // legacy, once opened
+	// sessionID is the id minted by this exchange's initialize.
+	sessionID string
+	// sse says the answer is an event stream; w is then written as
+	// events come.
+	acceptJSON, acceptSSE bool
+}
+
+// reply is the answer to one message: a JSON-RPC response (or nil for
+// none) and the HTTP status it carries when it is the only answer.
+type reply struct {
+	msg    []byte
+	status int
+}
+
+func (s *Server) mcp(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodPost:
+		s.post(w, r)
+	case http.MethodGet:
+		s.get(w, r)
+	case http.MethodDelete:
+		s.delete(w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+// writeError answers with one JSON-RPC error and an HTTP status; a
+// refusal of a notification has no body.
+func writeError(w http.ResponseWriter, status int, e *jsonrpc.Error, notification bool) {
+	if notification {
+		w.WriteHeader(status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(jsonrpc.AppendErrorEchoingID(nil, e), '\n'))
+}
+
+func (s *Server) post(w http.ResponseWriter, r *http.Request) {
+	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: "Invalid request: the body must be application/json"}, false)
+		return
+	}
+	x := &exchange{s: s, r: r}
+	x.acceptJSON, x.acceptSSE = accepts(r.Header.Values("Accept"))
+	if !x.acceptJSON && !x.acceptSSE {
+		writeError(w, http.StatusNotAcceptable, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: "Invalid request: Accept must allow application/json or text/event-stream"}, false)
+		return
+	}
+	limit := int64(s.cfg.Limits.Body)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+				Message: fmt.Sprintf("Invalid request: the body exceeds %d bytes", limit),
+				Data:    fmt.Appendf(nil, `{"max_body_bytes":%d}`, limit)}, false)
+			return
+		}
+		return // the client went away
+	}
+	f := jsonrpc.DecodeFrame(body)
+	if len(f.Items) == 1 && f.Items[0].Err != nil && f.Items[0].Err.Code == jsonrpc.CodeParseError {
+		writeError(w, http.StatusBadRequest, f.Items[0].Err, false)
+		return
+	}
+	if st, e, notification := x.era(f); e != nil {
+		writeError(w, st, e, notification)
+		return
+	}
+	if f.Batch {
+		x.batch(w, f)
+		return
+	}
+	it := f.Items[0]
+	if it.Err != nil {
+		writeError(w, http.StatusBadRequest, it.Err, it.Err.NoReply)
+		return
+	}
+	m := it.Msg
+	if m.Kind != jsonrpc.KindRequest {
+		x.notification(m)
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if x.modern {
+		if st, e := x.headersAgree(m); e != nil {
+			writeError(w, st, e, false)
+			return
+		}
+	}
+	if x.modern && m.Method == "subscriptions/listen" {
+		x.listen(w, m)
+		return
+	}
+	if x.acceptSSE && (!x.acceptJSON || (m.Method == "tools/call" && hasProgressToken(m.Params))) {
+		x.stream(w, m)
+		return
+	}
+	rep := x.request(r.Context(), m, nil)
+	if rep.msg == nil {
+		return // cancelled: no answer
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if m.Method == "initialize" && x.sess.nonce != "" {
+		w.Header().Set(hdrSessionID, x.sessionID)
+	}
+	w.WriteHeader(rep.status)
+	w.Write(append(rep.msg, '\n'))
+}
+
+// accepts reads the Accept header: which of the two answer forms the
+// client takes. No Accept at all, or */*, takes both.
+func accepts(values []string) (jsonOK, sseOK bool) {
+	if len(values) == 0 {
+		return true, true
+	}
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil || params["q"] == "0" {
+				continue
+			}
+			switch mt {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				sseOK = true
+			case "*/*":
+				jsonOK, sseOK = true, true
+			}
+		}
+	}
+	return jsonOK, sseOK
+}
+
+// era decides whose request this is: a legacy client's initialize, a
+// legacy session (its id), or a stateless 2026-07-28 request. It returns
+// the refusal when it is none of them.
+func (x *exchange) era(f jsonrpc.Frame) (int, *jsonrpc.Error, bool) {
+	r := x.r
+	hv := r.Header.Get(hdrProtocolVersion)
+	sid := r.Header.Get(hdrSessionID)
+	first := f.Items[0].Msg
+	notification := !f.Batch && first != nil && first.Kind != jsonrpc.KindRequest
+	invalid := func(msg string) (int, *jsonrpc.Error, bool) {
+		var id jsonrpc.ID
+		if first != nil {
+			id = first.ID
+		}
+		return http.StatusBadRequest, jsonrpc.NewError(id, jsonrpc.CodeInvalidRequest, "Invalid request: "+msg), notification
+	}
+	if !f.Batch && first != nil && first.Method == "initialize" && first.Kind == jsonrpc.KindRequest {
+		if hv != "" && !mcp.IsLegacy(hv) && !mcp.IsModern(hv) {
+			return invalid("unsupported MCP-Protocol-Version header")
+		}
+		return 0, nil, false // the handshake decides the version
+	}
+	if sid != "" {
+		sess, err := x.s.sessions.open(sid)
+		if err != nil {
+			var id jsonrpc.ID
+			if first != nil {
+				id = first.ID
+			}
+			return http.StatusNotFound, jsonrpc.NewError(id, jsonrpc.CodeInvalidRequest,
+				"Invalid request: the session does not exist or has ended; initialize again"), notification
+		}
+		if hv != "" && hv != sess.version {
+			return invalid("the MCP-Protocol-Version header is not the session's version")
+		}
+		if f.Batch && !mcp.FeaturesOf(sess.version).Batches {
+			return invalid("JSON-RPC batches are only accepted in a 2025-03-26 session")
+		}
+		x.sess, x.version = sess, sess.version
+		return 0, nil, false
+	}
+	if f.Batch {
+		return invalid("JSON-RPC batches are only accepted in a 2025-03-26 session")
+	}
+	metaV, hasMeta := "", false
+	if first != nil {
+		metaV, hasMeta = metaVersion(first.Params)
+	}
+	switch {
+	case hv != "" && !mcp.IsLegacy(hv) && !mcp.IsModern(hv):
+		return invalid("unsupported MCP-Protocol-Version header")
+	case hasMeta && !mcp.IsModern(metaV):
+		var id jsonrpc.ID
+		if first != nil {
+			id = first.ID
+		}
+		return http.StatusBadRequest, &jsonrpc.Error{ID: id, Code: mcp.CodeUnsupportedProtocolVersion,
+			Message: "Unsupported protocol version", Data: mcp.UnsupportedVersionData(truncate(metaV, 64))}, notification
+	case hasMeta || mcp.IsModern(hv):
+		x.modern, x.version = true, mcp.V20260728
+		return 0, nil, false
+	}
+	// A legacy request without a session. A 2026-era client probing
+	// here gets a body it will not take for a modern answer, and falls
+	// back to initialize.
+	return invalid("a session id is required: send initialize first, or name protocol version 2026-07-28")
+}
+
+// headersAgree checks the 2026-07-28 request headers against the body:
+// MCP-Protocol-Version equals _meta's version, Mcp-Method the method, and
+// for tools/call Mcp-Name the tool's name (a non-ASCII name in the
+// base64 sentinel form).
+func (x *exchange) headersAgree(m *jsonrpc.Message) (int, *jsonrpc.Error) {
+	mismatch := func(what string) (int, *jsonrpc.Error) {
+		return http.StatusBadRequest, jsonrpc.NewError(m.ID, gateway.CodeHeaderMismatch, "HeaderMismatch: "+what)
+	}
+	h := x.r.Header
+	metaV, ok := metaVersion(m.Params)
+	switch {
+	case !ok:
+		return mismatch(`params._meta["io.modelcontextprotocol/protocolVersion"] is required`)
+	case h.Get(hdrProtocolVersion) != metaV:
+		return mismatch("the MCP-Protocol-Version header does not match params._meta")
+	case len(h.Values(hdrMethod)) != 1 || h.Get(hdrMethod) != m.Method:
+		return mismatch("the Mcp-Method header does not match the method")
+	}
+	if m.Method == "tools/call" {
+		var p struct {
+			Name *string `json:"name"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		if p.Name == nil {
+			return 0, nil // the call is refused for its params, not its headers
+		}
+		got, ok := decodeHeaderValue(h.Get(hdrName))
+		if len(h.Values(hdrName)) != 1 || !ok || got != *p.Name {
+			return mismatch("the Mcp-Name header does not match params.name")
+		}
+	}
+	return 0, nil
+}
+
+// decodeHeaderValue reads a mirrored header value: plain visible ASCII, or
+// the exact =?base64?…?= sentinel of the UTF-8 bytes.
+func decodeHeaderValue(v string) (string, bool) {
+	if strings.HasPrefix(v, "=?base64?") && strings.HasSuffix(v, "?=") && len(v) >= len("=?base64??=") {
+		b, err := base64.StdEncoding.Strict().DecodeString(v[len("=?base64?") : len(v)-2])
+		if err != nil {
+			return "", false
+		}
+		return string(b), true
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return "", false
+		}
+	}
+	return v, true
+}
+
+// metaVersion reads params._meta["io.modelcontextprotocol/protocolVersion"].
+func metaVersion(params []byte) (string, bool) {
+	if params == nil {
+		return "", false
+	}
+	var p struct {
+		Meta *struct {
+			Version *string `json:"io.modelcontextprotocol/protocolVersion"`
+		} `json:"_meta"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.Meta == nil || p.Meta.Version == nil {
+		return "", false
+	}
+	return *p.Meta.Version, true
+}
+
+func hasProgressToken(params []byte) bool {
+	var p struct {
+		Meta struct {
+			Token jsontext.Value `json:"progressToken"`
+		} `json:"_meta"`
+	}
+	return params != nil && json.Unmarshal(params, &p) == nil && progressTokenValue(p.Meta.Token) != nil
+}
+
+func progressTokenValue(v jsontext.Value) jsontext.Value {
+	if k := v.Kind(); k == '"' {
+		return v
+	} else if k == '0' {
+		if _, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			return v
+		}
+	}
+	return nil
+}
+
+// notification handles a notification or a response from the client.
+func (x *exchange) notification(m *jsonrpc.Message) {
+	if m.Kind == jsonrpc.KindNotification && m.Method == "notifications/cancelled" && x.sess.nonce != "" {
+		var p struct {
+			RequestID jsontext.Value `json:"requestId"`
+		}
+		if json.Unmarshal(m.Params, &p) == nil && p.RequestID != nil {
+			x.s.calls.cancel(callKey{session: x.sess.nonce, id: string(p.RequestID)})
+		}
+	}
+	// notifications/initialized, unknown notifications and responses
+	// need nothing. A 2026-07-28 client cancels by closing the stream.
+}
+
+// request answers one request. progress, when set, receives the call's
+// progress notifications as they come (an SSE answer).
+func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress func(jsontext.Value)) reply {
+	s := x.s
+	ok := func(result []byte) reply {
+		return reply{msg: jsonrpc.AppendResult(nil, m.ID, result), status: http.StatusOK}
+	}
+	fail := func(status, code int, msg string) reply {
+		return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, code, msg)), status: status}
+	}
+	switch m.Method {
+	case "initialize":
+		if x.modern || x.sess.nonce != "" {
+			return fail(http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "Invalid request: initialize is only the first request of a session")
+		}
+		return x.initialize(m)
+	case "ping":
+		if x.modern {
+			return fail(http.StatusOK, jsonrpc.CodeMethodNotFound, "Method not found: \"ping\"")
+		}
+		return ok(s.enc.Empty(x.version))
+	case "server/discover":
+		if !x.modern {
+			return fail(http.StatusOK, jsonrpc.CodeMethodNotFound, "Method not found: \"server/discover\"")
+		}
+		return ok(s.enc.Discover())
+	case "tools/list":
+		var p struct {
+			Cursor *string        `json:"cursor"`
+			Meta   jsontext.Value `json:"_meta"`
+		}
+		if m.Params != nil {
+			if err := json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)); err != nil {
+				return fail(http.StatusOK, jsonrpc.CodeInvalidParams, "Invalid params: params do not match tools/list")
+			}
+		}
+		res, err := s.lister.List(x.version, p.Cursor)
+		if err != nil {
+			return reply{msg: jsonrpc.AppendError(nil, err.RPC(m.ID)), status: err.Status}
+		}
+		return ok(res)
+	case "tools/call":
+		return x.call(ctx, m, progress)
+	}
+	return fail(http.StatusOK, jsonrpc.CodeMethodNotFound, "Method not found: "+problem.Quote(m.Method))
+}
+
+// initialize starts a legacy session: the version is negotiated, the
+// session id minted and sent with the answer.
+func (x *exchange) initialize(m *jsonrpc.Message) reply {
+	var p struct {
+		ProtocolVersion *string        `json:"protocolVersion"`
+		Capabilities    jsontext.Value `json:"capabilities"`
+		ClientInfo      *struct {
+			Name    *string `json:"name"`
+			Version *string `json:"version"`
+		} `json:"clientInfo"`
+		Meta jsontext.Value `json:"_meta"`
+	}
+	why := ""
+	switch err := json.Unmarshal(m.Params, &p); {
+	case m.Params == nil || err != nil:
+		why = "params do not match initialize"
+	case p.ProtocolVersion == nil:
+		why = "protocolVersion is required"
+	case len(p.Capabilities) == 0 || p.Capabilities.Kind() != '{':
+		why = "capabilities must be an object"
+	case p.ClientInfo == nil || p.ClientInfo.Name == nil || p.ClientInfo.Version == nil:
+		why = "clientInfo with name and version is required"
+	}
+	if why != "" {
+		return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+why)), status: http.StatusOK}
+	}
+	v := mcp.Negotiate(*p.ProtocolVersion)
+	id, sess := x.s.sessions.mint(v)
+	x.sess, x.version, x.sessionID = sess, v, id
+	x.s.log.Info("session initialized", slog.String("protocol_version", v))
+	return reply{msg: jsonrpc.AppendResult(nil, m.ID, x.s.enc.Initialize(v)), status: http.StatusOK}
+}
+
+type callParams struct {
+	Name      *string        `json:"name"`
+	Arguments jsontext.Value `json:"arguments"`
+	Meta      jsontext.Value `json:"_meta"`
+	Task      jsontext.Value `json:"task"`
+}
+
+// call answers a tools/call: its own validity first (params, name,
+// sanitizer), then the gateway's invoke path.
+func (x *exchange) call(ctx context.Context, m *jsonrpc.Message, progress func(jsontext.Value)) reply {
+	s := x.s
+	invalid := func(msg string) reply {
+		return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+msg)), status: http.StatusOK}
+	}
+	var p callParams
+	if m.Params == nil || json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)) != nil {
+		return invalid("params do not match tools/call")
+	}
+	if p.Name == nil {
+		return invalid("name is required")
+	}
+	if p.Arguments != nil && p.Arguments.Kind() != '{' {
+		return invalid("arguments must be an object")
+	}
+	if p.Task != nil {
+		return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
+			"Method not found: task-augmented tools/call is not supported")), status: http.StatusOK}
+	}
+	args := p.Arguments
+	if args == nil {
+		args = jsontext.Value("{}")
+	}
+	if err := guard.Sanitize(args, s.limits); err != nil {
+		var pr *problem.Problem
+		if errors.As(err, &pr) {
+			return x.argumentError(m.ID, pr)
+		}
+		return invalid("arguments could not be read")
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if x.sess.nonce != "" {
+		k := callKey{session: x.sess.nonce, id: m.ID.String()}
+		if !s.calls.add(k, cancel) {
+			return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
+				"Invalid request: a request with this id is already in flight")), status: http.StatusBadRequest}
+		}
+		defer s.calls.remove(k)
+	}
+	c := gateway.Call{Name: *p.Name, Arguments: args}
+	if tok := tokenOf(p.Meta); tok != nil && progress != nil {
+		c.ProgressToken, c.Progress = tok, progress
+	}
+	start := time.Now()
+	res, err := s.g.Invoke(ctx, c)
+	outcome := "ok"
+	defer func() {
+		s.log.Info("tools/call", slog.String("tool", problem.Cap(*p.Name)), slog.String("id", m.ID.String()),
+			slog.String("outcome", outcome), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
+	}()
+	var (
+		gwErr  *gateway.Error
+		argErr *tool.ArgumentError
+	)
+	switch {
+	case err == nil:
+		if res.IsError {
+			outcome = "is_error"
+		}
+		return reply{msg: jsonrpc.AppendResult(nil, m.ID, s.enc.AppendRelayedResult(nil, x.version, res.Content, res.Structured, res.IsError, res.OutputObject)), status: http.StatusOK}
+	case errors.As(err, &gwErr):
+		outcome = "error_" + strconv.Itoa(gwErr.Code)
+		return reply{msg: jsonrpc.AppendError(nil, gwErr.RPC(m.ID)), status: gwErr.Status}
+	case errors.As(err, &argErr):
+		outcome = string(argErr.Problem.Code)
+		return x.argumentError(m.ID, argErr.Problem)
+	case ctx.Err() != nil:
+		outcome = "cancelled"
+		return reply{} // the client cancelled or went away: no answer
+	}
+	outcome = "internal_error"
+	s.log.Error("tools/call failed", slog.String("error", err.Error()))
+	return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError, "Internal error")), status: http.StatusInternalServerError}
+}
+
+func tokenOf(meta jsontext.Value) jsontext.Value {
+	if meta == nil {
+		return nil
+	}
+	var m struct {
+		Token jsontext.Value `json:"progressToken"`
+	}
+	if json.Unmarshal(meta, &m) != nil {
+		return nil
+	}
+	return progressTokenValue(m.Token)
+}
+
+// argumentError answers arguments the sanitizer or the schema refused, in
+// the configured mode.
+func (x *exchange) argumentError(id jsonrpc.ID, pr *problem.Problem) reply {
+	if x.s.cfg.ArgumentErrors == "protocol" {
+		return reply{msg: jsonrpc.AppendError(nil, &jsonrpc.Error{ID: id, Code: jsonrpc.CodeInvalidParams,
+			Message: "Invalid params: " + pr.Detail, Data: mcp.ProblemData(pr)}), status: http.StatusOK}
+	}
+	return reply{msg: jsonrpc.AppendResult(nil, id, x.s.enc.AppendCallProblem(nil, x.version, pr)), status: http.StatusOK}
+}
+
+// stream answers one request as an SSE stream: its progress notifications
+// as they come, then the response.
+func (x *exchange) stream(w http.ResponseWriter, m *jsonrpc.Message) {
+	var (
+		mu   sync.Mutex
+		ev   *events
+		done bool // the response is written: nothing may follow it
+	)
+	send := func(msg []byte) { // mu is held
+		if ev == nil {
+			if m.Method == "initialize" && x.sessionID != "" {
+				w.Header().Set(hdrSessionID, x.sessionID)
+			}
+			e := startEvents(w)
+			ev = &e
+		}
+		ev.send(msg)
+	}
+	progress := func(params jsontext.Value) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			send(append(append([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`), params...), '}'))
+		}
+	}
+	rep := x.request(x.r.Context(), m, progress)
+	mu.Lock()
+	defer mu.Unlock()
+	done = true
+	switch {
+	case rep.msg == nil:
+		// Cancelled: no answer.
+	case ev == nil && rep.status != http.StatusOK:
+		// Nothing was streamed yet: a refusal keeps its HTTP status.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rep.status)
+		w.Write(append(rep.msg, '\n'))
+	default:
+		send(rep.msg)
+	}
+}
+
+// batch answers a 2025-03-26 batch: each member decided on its own, the
+// calls run side by side, the answers in the client's order.
+func (x *exchange) batch(w http.ResponseWriter, f jsonrpc.Frame) {
+	if len(f.Items) > x.s.cfg.Limits.Batch {
+		writeError(w, http.StatusBadRequest, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: fmt.Sprintf("Invalid request: batch exceeds %d messages", x.s.cfg.Limits.Batch)}, false)
+		return
+	}
+	answers := make([][]byte, len(f.Items))
+	var wg sync.WaitGroup
+	for i, it := range f.Items {
+		switch {
+		case it.Err != nil:
+			if !it.Err.NoReply {
+				answers[i] = jsonrpc.AppendErrorEchoingID(nil, it.Err)
+			}
+		case it.Msg.Kind != jsonrpc.KindRequest:
+			x.notification(it.Msg)
+		case it.Msg.Method == "initialize":
+			answers[i] = jsonrpc.AppendError(nil, jsonrpc.NewError(it.Msg.ID, jsonrpc.CodeInvalidRequest,
+				"Invalid request: initialize must not be part of a batch"))
+		default:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				answers[i] = x.request(x.r.Context(), it.Msg, nil).msg
+			}()
+		}
+	}
+	wg.Wait()
+	var out []byte
+	for _, a := range answers {
+		if a == nil {
+			continue
+		}
+		if out == nil {
+			out = []byte{'['}
+		} else {
+			out = append(out, ',')
+		}
+		out = append(out, a...)
+	}
+	if out == nil {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(append(out, ']'), '\n'))
+}
+
+// get opens a legacy session's notification stream: the gateway says
+// there when its tool list changed.
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	if _, sse := accepts(r.Header.Values("Accept")); !sse || len(r.Header.Values("Accept")) == 0 {
+		http.Error(w, "Not Acceptable: GET opens an event stream (Accept: text/event-stream)", http.StatusNotAcceptable)
+		return
+	}
+	sess, err := s.sessions.open(r.Header.Get(hdrSessionID))
+	switch {
+	case errors.Is(err, errNoSession):
+		w.Header().Set("Allow", "POST, DELETE")
+		http.Error(w, "Method Not Allowed: a stream belongs to a session; 2026-07-28 clients have none", http.StatusMethodNotAllowed)
+		return
+	case err != nil:
+		http.Error(w, "Not Found: the session does not exist or has ended", http.StatusNotFound)
+		return
+	}
+	ch := s.sessions.stream(sess.nonce)
+	if ch == nil {
+		http.Error(w, "Too Many Requests: too many open streams", http.StatusTooManyRequests)
+		return
+	}
+	defer s.sessions.unstream(sess.nonce, ch)
+	ev := startEvents(w)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+			ev.send([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// listen answers a 2026-07-28 subscriptions/listen: an event stream that
+// acknowledges the filter, then says when the tool list changed, until
+// the client closes it or the gateway shuts down (which ends it with the
+// request's result).
+func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
+	var p struct {
+		Notifications *struct {
+			Tools     *bool          `json:"toolsListChanged"`
+			Prompts   *bool          `json:"promptsListChanged"`
+			Resources *bool          `json:"resourcesListChanged"`
+			Subs      jsontext.Value `json:"resourceSubscriptions"`
+		} `json:"notifications"`
+		Meta jsontext.Value `json:"_meta"`
+	}
+	if m.Params == nil || json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)) != nil || p.Notifications == nil {
+		writeError(w, http.StatusOK, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams,
+			"Invalid params: params do not match subscriptions/listen"), false)
+		return
+	}
+	if !x.acceptSSE {
+		writeError(w, http.StatusNotAcceptable, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
+			"Invalid request: subscriptions/listen answers with an event stream (Accept: text/event-stream)"), false)
+		return
+	}
+	tools := p.Notifications.Tools != nil && *p.Notifications.Tools
+	var ch chan struct{}
+	if tools {
+		if ch = x.s.sessions.stream(""); ch == nil {
+			writeError(w, http.StatusTooManyRequests, jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError,
+				"Too many open subscriptions"), false)
+			return
+		}
+		defer x.s.sessions.unstream("", ch)
+	}
+	sub := `{"io.modelcontextprotocol/subscriptionId":` + m.ID.String() + `}`
+	ev := startEvents(w)
+	ack := `{}`
+	if tools {
+		ack = `{"toolsListChanged":true}`
+	}
+	ev.send([]byte(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":` + sub + `,"notifications":` + ack + `}}`))
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				ev.send(jsonrpc.AppendResult(nil, m.ID, []byte(`{"_meta":`+sub+`,"resultType":"complete"}`)))
+				return
+			}
+			ev.send([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":` + sub + `}}`))
+		case <-x.s.stopping:
+			ev.send(jsonrpc.AppendResult(nil, m.ID, []byte(`{"_meta":`+sub+`,"resultType":"complete"}`)))
+			return
+		case <-x.r.Context().Done():
+			return
+		}
+	}
+}
+
+// events writes an SSE answer.
+type events struct {
+	w  http.ResponseWriter
+	fl http.Flusher
+}
+
+func startEvents(w http.ResponseWriter) events {
+	fl, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if fl != nil {
+		fl.Flush()
+	}
+	return events{w: w, fl: fl}
+}
+
+func (e events) send(msg []byte) {
+	fmt.Fprintf(e.w, "event: message\ndata: %s\n\n", msg)
+	if e.fl != nil {
+		e.fl.Flush()
+	}
+}
+
+// delete ends a legacy session.
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.sessions.open(r.Header.Get(hdrSessionID))
+	switch {
+	case errors.Is(err, errNoSession):
+		http.Error(w, "Bad Request: Mcp-Session-Id is required", http.StatusBadRequest)
+		return
+	case err != nil:
+		http.Error(w, "Not Found: the session does not exist or has ended", http.StatusNotFound)
+		return
+	}
+	s.sessions.revoke(sess)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -1,0 +1,187 @@
+package front
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/mcp-bastion/bastion/internal/mcp"
+)
+
+// Legacy sessions are stateless on the server: the session id is a sealed
+// token of {version, issued_at, nonce}, so that any replica that holds the
+// key can serve it, and an id that was not issued with the key, has
+// expired or was ended with DELETE is refused with 404. What the front
+// does keep per session is only what must be: the revocations, until the
+// ids they revoke expire, and open notification streams.
+
+var (
+	errNoSession   = errors.New("front: no session")
+	errSessionGone = errors.New("front: the session does not exist or has ended")
+)
+
+// session is an open legacy session.
+type session struct {
+	version string
+	nonce   string // hex, the session's identity
+	issued  time.Time
+}
+
+// Limits of what sessions hold.
+const (
+	maxRevoked          = 100_000
+	maxStreams          = 1024
+	maxStreamsPerClient = 4
+)
+
+type sessions struct {
+	key []byte
+	ttl time.Duration
+
+	mu      sync.Mutex
+	revoked map[string]time.Time // nonce → when its id expires anyway
+	streams map[string]map[chan struct{}]bool
+	nstream int
+}
+
+func newSessions(key []byte, ttl time.Duration) *sessions {
+	return &sessions{key: key, ttl: ttl, revoked: map[string]time.Time{}, streams: map[string]map[chan struct{}]bool{}}
+}
+
+// mint issues a session id for version.
+func (s *sessions) mint(version string) (string, session) {
+	nonce := newNonce()
+	now := time.Now()
+	b := make([]byte, 0, 1+len(version)+8+16+16)
+	b = append(b, byte(len(version)))
+	b = append(b, version...)
+	b = binary.BigEndian.AppendUint64(b, uint64(now.Unix()))
+	b = append(b, nonce...)
+	b = append(b, hmacSum(s.key, b)[:16]...)
+	return base64.RawURLEncoding.EncodeToString(b), session{version: version, nonce: hex.EncodeToString(nonce), issued: now}
+}
+
+// open checks a session id: sealed with the key, a version the gateway
+// speaks, not expired, not revoked.
+func (s *sessions) open(id string) (session, error) {
+	if id == "" {
+		return session{}, errNoSession
+	}
+	b, err := base64.RawURLEncoding.DecodeString(id)
+	if err != nil || len(b) < 1+8+16+16 || len(b) != 1+int(b[0])+8+16+16 {
+		return session{}, errSessionGone
+	}
+	body, mac := b[:len(b)-16], b[len(b)-16:]
+	if !hmac.Equal(hmacSum(s.key, body)[:16], mac) {
+		return session{}, errSessionGone
+	}
+	n := int(b[0])
+	version := string(b[1 : 1+n])
+	issued := time.Unix(int64(binary.BigEndian.Uint64(b[1+n:])), 0)
+	nonce := hex.EncodeToString(b[1+n+8 : 1+n+8+16])
+	if !mcp.IsLegacy(version) || time.Since(issued) > s.ttl || time.Until(issued) > time.Minute {
+		return session{}, errSessionGone
+	}
+	s.mu.Lock()
+	_, gone := s.revoked[nonce]
+	s.mu.Unlock()
+	if gone {
+		return session{}, errSessionGone
+	}
+	return session{version: version, nonce: nonce, issued: issued}, nil
+}
+
+// revoke ends a session: its id is refused from now on, and its streams
+// close.
+func (s *sessions) revoke(ss session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if len(s.revoked) >= maxRevoked {
+		for n, until := range s.revoked {
+			if now.After(until) {
+				delete(s.revoked, n)
+			}
+		}
+	}
+	if len(s.revoked) < maxRevoked {
+		s.revoked[ss.nonce] = ss.issued.Add(s.ttl)
+	}
+	for ch := range s.streams[ss.nonce] {
+		close(ch)
+		s.nstream--
+	}
+	delete(s.streams, ss.nonce)
+}
+
+// stream registers a notification stream under key (a session's nonce,
+// or "" for the 2026-07-28 subscriptions, which have no session); nil
+// when there are too many. The channel is a signal: it holds at most one
+// pending "the list changed", so a client that does not keep up hears of
+// several changes once, and never holds the gateway.
+func (s *sessions) stream(key string) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.nstream >= maxStreams || (key != "" && len(s.streams[key]) >= maxStreamsPerClient) {
+		return nil
+	}
+	ch := make(chan struct{}, 1)
+	if s.streams[key] == nil {
+		s.streams[key] = map[chan struct{}]bool{}
+	}
+	s.streams[key][ch] = true
+	s.nstream++
+	return ch
+}
+
+// unstream removes a stream that ended on the client's side.
+func (s *sessions) unstream(key string, ch chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streams[key][ch] {
+		delete(s.streams[key], ch)
+		close(ch)
+		s.nstream--
+		if len(s.streams[key]) == 0 {
+			delete(s.streams, key)
+		}
+	}
+}
+
+// broadcast signals every open stream that the list changed.
+func (s *sessions) broadcast() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, set := range s.streams {
+		for ch := range set {
+			select {
+			case ch <- struct{}{}:
+			default: // a signal is already pending
+			}
+		}
+	}
+}
+
+// closeStreams ends every stream, for shutdown.
+func (s *sessions) closeStreams() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for n, set := range s.streams {
+		for ch := range set {
+			close(ch)
+		}
+		delete(s.streams, n)
+	}
+	s.nstream = 0
+}
+
+func hmacSum(key, msg []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write(msg)
+	return m.Sum(nil)
+}

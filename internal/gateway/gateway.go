@@ -1,0 +1,328 @@
+// Package gateway assembles `bastion gateway`: one upstream connector per
+// configured downstream server, discovery of each server's tools into the
+// catalog (again when the server says its list changed, when it
+// reconnects, and on the refresh interval), and the invoke path from a
+// qualified tool name to the downstream. The fronts (HTTP in package
+// front, stdio through package session) call [Gateway.ListTools] and
+// [Gateway.Invoke].
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
+	"github.com/mcp-bastion/bastion/internal/gateway/config"
+	"github.com/mcp-bastion/bastion/internal/gateway/discover"
+	"github.com/mcp-bastion/bastion/internal/gateway/upstream"
+)
+
+// listChangedDebounce is the shortest time between two walks of one
+// server's list: a flood of list_changed notifications costs one walk at
+// a time, at most one a second.
+var listChangedDebounce = time.Second
+
+// conn is what the gateway needs of an upstream connector.
+type conn interface {
+	Call(ctx context.Context, method string, params []byte, opts upstream.CallOptions) (jsontext.Value, error)
+	Close(ctx context.Context) error
+	Stats() *upstream.Stats
+	Restarts() int
+	Connected() bool
+}
+
+// Gateway is the running gateway. Its methods are safe for concurrent use.
+type Gateway struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	catalog *catalog.Catalog
+	servers map[string]*downstream
+	order   []string // server names in configuration order
+
+	ctx    context.Context // ends at Close; bounds every walk
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// downstream is one configured server and its discovery state.
+type downstream struct {
+	g        *Gateway
+	name     string
+	cfg      config.Server
+	conn     conn
+	inflight chan struct{} // one token per call in flight
+
+	mu      sync.Mutex
+	walking bool      // a walk is in flight
+	again   bool      // another walk is wanted after it
+	last    time.Time // when the last walk began
+	settled bool      // discovered, or failed closed, at least once
+	trace   []discover.Page
+	lastErr string
+}
+
+// New builds the gateway for cfg; Start connects it.
+func New(cfg *config.Config, log *slog.Logger) *Gateway {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g := &Gateway{cfg: cfg, log: log, catalog: catalog.New(catalog.AdmitAll{}), servers: map[string]*downstream{}}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	for _, s := range cfg.Servers {
+		d := &downstream{g: g, name: s.Name, cfg: s, inflight: make(chan struct{}, cfg.Limits.InflightPerDownstream)}
+		g.servers[s.Name] = d
+		g.order = append(g.order, s.Name)
+	}
+	return g
+}
+
+// Catalog returns the catalog.
+func (g *Gateway) Catalog() *catalog.Catalog { return g.catalog }
+
+// Start starts every downstream. Discovery of each begins when it
+// connects.
+func (g *Gateway) Start() {
+	for _, name := range g.order {
+		d := g.servers[name]
+		if d.cfg.Stdio() {
+			d.conn = upstream.StartStdio(upstream.StdioOptions{
+				Name: d.name, Command: d.cfg.Command, Env: d.cfg.Env, Dir: d.cfg.Dir,
+				MaxMessage: int(g.cfg.Limits.DownstreamMessage), Logger: g.log,
+				OnNotify: d.notification, OnState: d.state,
+			})
+			continue
+		}
+		d.conn = upstream.NewHTTP(upstream.HTTPOptions{
+			Name: d.name, URL: d.cfg.URL, Headers: d.cfg.Headers,
+			MaxMessage: int64(g.cfg.Limits.DownstreamMessage), Logger: g.log,
+			OnNotify: d.notification, OnState: d.state,
+		})
+	}
+	if r := g.cfg.Discovery.Refresh.D(); r > 0 {
+		g.wg.Add(1)
+		go g.refresh(r)
+	}
+}
+
+// refresh walks every server's list again each interval.
+func (g *Gateway) refresh(every time.Duration) {
+	defer g.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.ctx.Done():
+			return
+		case <-t.C:
+			for _, name := range g.order {
+				g.servers[name].discover()
+			}
+		}
+	}
+}
+
+// Close stops discovery and shuts every downstream down, in parallel,
+// within ctx.
+func (g *Gateway) Close(ctx context.Context) error {
+	g.cancel()
+	g.wg.Wait()
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for _, d := range g.servers {
+		if d.conn == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := d.conn.Close(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Ready reports whether every server has been discovered or has failed
+// closed at least once.
+func (g *Gateway) Ready() bool {
+	for _, d := range g.servers {
+		d.mu.Lock()
+		settled := d.settled
+		d.mu.Unlock()
+		if !settled {
+			return false
+		}
+	}
+	return true
+}
+
+// ServerStatus is one server's state, for health and metrics.
+type ServerStatus struct {
+	Name      string
+	Connected bool
+	Settled   bool
+	Tools     int
+	Restarts  int
+	LastError string
+	Trace     []discover.Page
+	Stats     *upstream.Stats
+}
+
+// Status reports every server, in configuration order.
+func (g *Gateway) Status() []ServerStatus {
+	snap := g.catalog.Snapshot()
+	count := map[string]int{}
+	for _, t := range snap.Tools {
+		count[t.Server]++
+	}
+	var out []ServerStatus
+	for _, name := range g.order {
+		d := g.servers[name]
+		d.mu.Lock()
+		st := ServerStatus{Name: name, Settled: d.settled, Tools: count[name], LastError: d.lastErr, Trace: d.trace}
+		d.mu.Unlock()
+		if d.conn != nil {
+			st.Restarts = d.conn.Restarts()
+			st.Stats = d.conn.Stats()
+			st.Connected = d.conn.Connected()
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// state hears of the downstream's connection: a new connection is listed
+// anew. While a server reconnects its tools stay listed, and calls to them
+// fail as the server being unavailable; a server shut down is removed.
+func (d *downstream) state(s upstream.State, _ *upstream.Client) {
+	switch s {
+	case upstream.Connected:
+		d.discover()
+	case upstream.Failed:
+		// Not connected: nothing of it is offered, and it counts as
+		// failed closed until a connection succeeds.
+		d.mu.Lock()
+		d.settled, d.lastErr = true, "the server could not be connected"
+		d.mu.Unlock()
+		d.g.catalog.Remove(d.name)
+	case upstream.Closed:
+		d.g.catalog.Remove(d.name)
+	}
+}
+
+// notification hears what the downstream says outside a call.
+func (d *downstream) notification(n upstream.Notification) {
+	switch n.Method {
+	case "notifications/tools/list_changed":
+		d.discover()
+	case "notifications/message":
+		// A log message of the server: it goes to the gateway's log
+		// under the server's name, never its data to the audit.
+		d.g.log.Debug("downstream log message", slog.String("server", d.name))
+	}
+}
+
+// discover walks the server's list now, or, when a walk is in flight,
+// once more after it. Walks of one server are spaced at least
+// listChangedDebounce apart.
+func (d *downstream) discover() {
+	d.mu.Lock()
+	if d.walking {
+		d.again = true
+		d.mu.Unlock()
+		return
+	}
+	d.walking = true
+	d.mu.Unlock()
+	d.g.wg.Add(1)
+	go d.walkLoop()
+}
+
+func (d *downstream) walkLoop() {
+	defer d.g.wg.Done()
+	for {
+		d.mu.Lock()
+		wait := listChangedDebounce - time.Since(d.last)
+		d.mu.Unlock()
+		if wait > 0 {
+			select {
+			case <-d.g.ctx.Done():
+				d.finish()
+				return
+			case <-time.After(wait):
+			}
+		}
+		d.mu.Lock()
+		d.last = time.Now()
+		d.again = false
+		d.mu.Unlock()
+		d.walk()
+		d.mu.Lock()
+		if !d.again || d.g.ctx.Err() != nil {
+			d.walking = false
+			d.mu.Unlock()
+			return
+		}
+		d.mu.Unlock()
+	}
+}
+
+func (d *downstream) finish() {
+	d.mu.Lock()
+	d.walking = false
+	d.mu.Unlock()
+}
+
+// walk reads the whole list and updates the catalog: all of it, or, when
+// the list cannot be completed, nothing of this server.
+func (d *downstream) walk() {
+	lim := discover.Limits{Pages: d.g.cfg.Discovery.Pages, Tools: d.g.cfg.Discovery.Tools, Timeout: d.g.cfg.Discovery.ListTimeout.D()}
+	lister := discover.ListerFunc(func(ctx context.Context, params []byte) (jsontext.Value, error) {
+		return d.conn.Call(ctx, "tools/list", params, upstream.CallOptions{})
+	})
+	res := discover.Walk(d.g.ctx, lister, lim)
+	if d.g.ctx.Err() != nil {
+		return
+	}
+	d.mu.Lock()
+	d.trace, d.settled = res.Trace, true
+	d.lastErr = ""
+	if res.Err != nil {
+		d.lastErr = res.Err.Error()
+	}
+	d.mu.Unlock()
+	if res.Err != nil {
+		d.g.log.Warn("the list of a downstream could not be read whole; none of its tools is offered",
+			slog.String("server", d.name), slog.Int("pages", len(res.Trace)), slog.String("error", res.Err.Error()))
+		d.g.catalog.Remove(d.name)
+		return
+	}
+	d.g.catalog.Update(d.name, res.Tools)
+	admitted, rejected := 0, 0
+	for _, t := range d.g.catalog.Snapshot().Tools {
+		if t.Server == d.name {
+			admitted++
+		}
+	}
+	for _, r := range d.g.catalog.Snapshot().Rejected {
+		if r.Server == d.name {
+			rejected++
+			d.g.log.Warn("a downstream tool was rejected", slog.String("server", d.name), slog.Int("index", r.Index),
+				slog.String("category", r.Category), slog.String("detail", r.Detail))
+		}
+	}
+	d.g.log.Info("downstream tools discovered", slog.String("server", d.name), slog.Int("pages", len(res.Trace)),
+		slog.Int("admitted", admitted), slog.Int("rejected", rejected))
+}

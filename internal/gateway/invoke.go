@@ -1,0 +1,230 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
+	"github.com/mcp-bastion/bastion/internal/gateway/upstream"
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/mcp"
+	"github.com/mcp-bastion/bastion/internal/problem"
+	"github.com/mcp-bastion/bastion/internal/tool"
+)
+
+// JSON-RPC codes the gateway answers with (GATEWAY.md, "Errors the gateway
+// itself answers").
+const (
+	CodeUnauthenticated  = -32000
+	CodeUnauthorized     = -32001
+	CodeBadGateway       = -32003
+	CodeInvalidResult    = -32004
+	CodeTooManyRequests  = -32005
+	CodeHeaderMismatch   = -32020
+	CodeUnsupportedProto = mcp.CodeUnsupportedProtocolVersion
+)
+
+// Error is an answer the gateway gives itself: a JSON-RPC error and the
+// HTTP status of the error table.
+type Error struct {
+	Code    int
+	Status  int
+	Message string
+	// Data is error.data, or nil.
+	Data jsontext.Value
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("gateway: %d: %s", e.Code, e.Message) }
+
+// RPC returns e as the JSON-RPC error answering id.
+func (e *Error) RPC(id jsonrpc.ID) *jsonrpc.Error {
+	return &jsonrpc.Error{ID: id, Code: e.Code, Message: e.Message, Data: e.Data}
+}
+
+// badGateway is a downstream that could not give an answer.
+func badGateway(server, why string, timeout bool) *Error {
+	status := http.StatusBadGateway
+	if timeout {
+		status = http.StatusGatewayTimeout
+	}
+	data, _ := json.Marshal(map[string]string{"server": server, "reason": why})
+	return &Error{Code: CodeBadGateway, Status: status, Message: "Bad gateway: " + why, Data: data}
+}
+
+// unknownTool refuses a name that is not in the catalog.
+func unknownTool(name string) *Error {
+	pr := problem.New(problem.Validation, "Unknown tool: "+problem.Quote(name), "name")
+	return &Error{Code: jsonrpc.CodeInvalidParams, Status: http.StatusOK,
+		Message: "Unknown tool: " + problem.Quote(name), Data: mcp.ProblemData(pr)}
+}
+
+// Call is one tools/call as a front received it.
+type Call struct {
+	// Name is the qualified name.
+	Name string
+	// Arguments is the arguments object, already through the sanitizer.
+	Arguments jsontext.Value
+	// ProgressToken is the caller's progress token, nil for none;
+	// Progress then receives each progress notification's params, with
+	// that token.
+	ProgressToken jsontext.Value
+	Progress      func(params jsontext.Value)
+}
+
+// Result is a downstream's tools/call result, parsed: what a front
+// re-encodes for its caller's version (mcp.Encoder.AppendRelayedResult).
+type Result struct {
+	Content    jsontext.Value // a JSON array of content blocks
+	Structured jsontext.Value // structuredContent, nil when absent
+	IsError    bool
+	// OutputObject reports whether the tool's output schema has an object
+	// root, so that legacy callers may get structuredContent.
+	OutputObject bool
+}
+
+// Invoke runs a tools/call: the qualified name is resolved in the
+// catalog, the arguments are checked against the tool's input schema, and
+// the call goes to the downstream under its own name with the per-call
+// deadline. Errors are an *Error, a *tool.ArgumentError (arguments that
+// fail the schema), or ctx's cause when the caller went away (the
+// downstream is then told the call was cancelled, and the caller gets no
+// answer).
+func (g *Gateway) Invoke(ctx context.Context, c Call) (*Result, error) {
+	t, ok := g.catalog.Snapshot().Lookup(c.Name)
+	if !ok {
+		return nil, unknownTool(c.Name)
+	}
+	if err := tool.ValidateValue(t.Input, c.Arguments); err != nil {
+		return nil, err
+	}
+	d := g.servers[t.Server]
+	params, err := callParams(t, c.Arguments)
+	if err != nil {
+		return nil, err
+	}
+	timeout := d.cfg.Timeout.D()
+	dctx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
+	defer cancel()
+	select {
+	case d.inflight <- struct{}{}:
+		defer func() { <-d.inflight }()
+	case <-dctx.Done():
+		return nil, g.callError(ctx, dctx, t, context.Cause(dctx))
+	}
+	start := time.Now()
+	res, err := d.conn.Call(dctx, "tools/call", params, upstream.CallOptions{
+		Name: t.Name, ProgressToken: c.ProgressToken, Progress: progressOf(c),
+	})
+	if err != nil {
+		return nil, g.callError(ctx, dctx, t, err)
+	}
+	out, perr := parseResult(res)
+	if perr != nil {
+		g.log.Warn("downstream answered tools/call with a malformed result", slog.String("server", t.Server),
+			slog.String("tool", t.Qualified), slog.String("error", perr.Error()))
+		return nil, badGateway(t.Server, "the server answered with a malformed result", false)
+	}
+	out.OutputObject = len(t.OutputSchema) > 0 && mcp.ObjectRoot(t.OutputSchema)
+	g.log.Debug("tools/call relayed", slog.String("tool", t.Qualified), slog.Bool("is_error", out.IsError),
+		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
+	return out, nil
+}
+
+// errCallTimeout is the cause of the per-call deadline.
+var errCallTimeout = errors.New("gateway: call deadline exceeded")
+
+func progressOf(c Call) func(jsontext.Value) {
+	if c.ProgressToken == nil || c.Progress == nil {
+		return nil
+	}
+	return c.Progress
+}
+
+// callParams builds the downstream's tools/call params from scratch: its
+// own name and the checked arguments.
+func callParams(t *catalog.Tool, args jsontext.Value) ([]byte, error) {
+	b := []byte(`{"name":`)
+	b, _ = jsontext.AppendQuote(b, t.Name)
+	b = append(b, `,"arguments":`...)
+	a := bytes.Clone(args)
+	if err := (*jsontext.Value)(&a).Compact(); err != nil {
+		return nil, tool.NewArgumentError("arguments are not valid JSON")
+	}
+	return append(append(b, a...), '}'), nil
+}
+
+// callError maps what became of a downstream call to the caller's answer.
+func (g *Gateway) callError(ctx, dctx context.Context, t *catalog.Tool, err error) error {
+	var rpcErr *upstream.RPCError
+	switch {
+	case ctx.Err() != nil:
+		return context.Cause(ctx) // the caller went away: no answer
+	case context.Cause(dctx) == errCallTimeout:
+		g.log.Warn("downstream call timed out", slog.String("server", t.Server), slog.String("tool", t.Qualified))
+		return badGateway(t.Server, "the server did not answer in time", true)
+	case errors.As(err, &rpcErr):
+		return relayError(t.Server, rpcErr)
+	case errors.Is(err, upstream.ErrUnavailable):
+		return badGateway(t.Server, "the server is not available", false)
+	case errors.Is(err, upstream.ErrConnectionLost):
+		return badGateway(t.Server, "the connection to the server was lost", false)
+	case errors.Is(err, upstream.ErrRefused):
+		return badGateway(t.Server, "the server refused the request", false)
+	}
+	g.log.Warn("downstream call failed", slog.String("server", t.Server), slog.String("tool", t.Qualified), slog.String("error", err.Error()))
+	return badGateway(t.Server, "the server could not be reached", false)
+}
+
+// relayError passes on a downstream's JSON-RPC error. A standard code
+// (-32700 to -32603) is relayed with its message cut to 256 characters and
+// its data dropped, so a downstream never speaks with the gateway's voice;
+// any other code, the implementation-defined -32000..-32099 included,
+// becomes -32003 with the code as data.downstream_code.
+func relayError(server string, e *upstream.RPCError) *Error {
+	switch e.Code {
+	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams, jsonrpc.CodeInternalError:
+		return &Error{Code: e.Code, Status: http.StatusOK, Message: problem.Cap(e.Message)}
+	}
+	data, _ := json.Marshal(map[string]any{"server": server, "reason": "the server answered with an error", "downstream_code": e.Code})
+	return &Error{Code: CodeBadGateway, Status: http.StatusBadGateway, Message: "Bad gateway: the server answered with an error", Data: data}
+}
+
+// parseResult reads a CallToolResult: content must be an array of objects
+// with a string type; structuredContent any JSON value; isError a boolean.
+func parseResult(res jsontext.Value) (*Result, error) {
+	var r struct {
+		Content    jsontext.Value `json:"content"`
+		Structured jsontext.Value `json:"structuredContent"`
+		IsError    *bool          `json:"isError"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil {
+		return nil, err
+	}
+	if r.Content.Kind() != '[' {
+		return nil, errors.New("content is not an array")
+	}
+	var blocks []struct {
+		Type *string `json:"type"`
+	}
+	if err := json.Unmarshal(r.Content, &blocks); err != nil {
+		return nil, fmt.Errorf("content: %w", err)
+	}
+	for i, b := range blocks {
+		if b.Type == nil {
+			return nil, fmt.Errorf("content[%d] has no type", i)
+		}
+	}
+	out := &Result{Content: r.Content, IsError: r.IsError != nil && *r.IsError}
+	if len(r.Structured) > 0 && r.Structured.Kind() != 'n' {
+		out.Structured = r.Structured
+	}
+	return out, nil
+}

@@ -1,0 +1,88 @@
+package gateway
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"net/http"
+
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/mcp"
+)
+
+// PageSize is how many tools one page of the gateway's tools/list holds.
+const PageSize = 100
+
+// Lister renders the gateway's own tools/list, paginated with opaque
+// cursors sealed with an HMAC over the catalog revision and the position,
+// so that a cursor cannot be forged, and one from before a change of the
+// catalog is refused rather than read against another list.
+type Lister struct {
+	g   *Gateway
+	enc *mcp.Encoder
+	key []byte
+}
+
+// NewLister returns a lister for g that renders with enc and seals
+// cursors with key (at least 32 bytes).
+func (g *Gateway) NewLister(enc *mcp.Encoder, key []byte) *Lister {
+	return &Lister{g: g, enc: enc, key: key}
+}
+
+// List renders the page of the catalog that cursor (nil for the first)
+// points at, for version. A cursor it cannot read, or one of an older
+// catalog, is -32602.
+func (l *Lister) List(version string, cursor *string) ([]byte, *Error) {
+	snap := l.g.catalog.Snapshot()
+	start := 0
+	if cursor != nil {
+		rev, pos, ok := l.open(*cursor)
+		switch {
+		case !ok:
+			return nil, &Error{Code: jsonrpc.CodeInvalidParams, Status: http.StatusOK, Message: "Invalid params: unknown cursor"}
+		case rev != snap.Revision || pos > uint64(len(snap.Tools)):
+			return nil, &Error{Code: jsonrpc.CodeInvalidParams, Status: http.StatusOK,
+				Message: "Invalid params: the list changed since this cursor was issued; list again from the start"}
+		}
+		start = int(pos)
+	}
+	end := min(start+PageSize, len(snap.Tools))
+	tools := make([]mcp.RawTool, 0, end-start)
+	for _, t := range snap.Tools[start:end] {
+		tools = append(tools, mcp.RawTool{Name: t.Qualified, Title: t.Title, Description: t.Description,
+			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Icons: t.Icons})
+	}
+	page := mcp.ListPage{CacheScope: "private", TTLMillis: 0}
+	if end < len(snap.Tools) {
+		page.NextCursor = l.seal(snap.Revision, uint64(end))
+	}
+	return l.enc.RelayedToolsList(version, tools, page), nil
+}
+
+// seal makes a cursor of a revision and a position.
+func (l *Lister) seal(rev, pos uint64) string {
+	var b [16 + 16]byte
+	binary.BigEndian.PutUint64(b[0:], rev)
+	binary.BigEndian.PutUint64(b[8:], pos)
+	m := hmac.New(sha256.New, l.key)
+	m.Write([]byte("mcp-bastion tools/list cursor\x00"))
+	m.Write(b[:16])
+	copy(b[16:], m.Sum(nil))
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// open reads a cursor seal made.
+func (l *Lister) open(c string) (rev, pos uint64, ok bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) != 32 {
+		return 0, 0, false
+	}
+	m := hmac.New(sha256.New, l.key)
+	m.Write([]byte("mcp-bastion tools/list cursor\x00"))
+	m.Write(b[:16])
+	if !hmac.Equal(m.Sum(nil)[:16], b[16:]) {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint64(b[0:]), binary.BigEndian.Uint64(b[8:]), true
+}

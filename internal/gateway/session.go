@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/mcp"
+	"github.com/mcp-bastion/bastion/internal/session"
+	"github.com/mcp-bastion/bastion/internal/tool"
+)
+
+// SessionCatalog is the catalog as package session serves it: the stdio
+// front (`bastion gateway --stdio`) is a session.Server over it.
+func (g *Gateway) SessionCatalog(enc *mcp.Encoder, cursorKey []byte) session.Catalog {
+	return &sessionCatalog{g: g, lister: g.NewLister(enc, cursorKey)}
+}
+
+type sessionCatalog struct {
+	g      *Gateway
+	lister *Lister
+}
+
+var _ session.Catalog = (*sessionCatalog)(nil)
+
+func (c *sessionCatalog) List(version string, cursor *string) ([]byte, *jsonrpc.Error) {
+	res, err := c.lister.List(version, cursor)
+	if err != nil {
+		return nil, err.RPC(jsonrpc.ID{})
+	}
+	return res, nil
+}
+
+func (c *sessionCatalog) Lookup(name string) (tool.Tool, bool) {
+	t, ok := c.g.catalog.Snapshot().Lookup(name)
+	if !ok {
+		return nil, false
+	}
+	return &relayTool{g: c.g, desc: tool.Descriptor{Name: t.Qualified, InputSchema: t.InputSchema}}, true
+}
+
+func (c *sessionCatalog) Watch() (<-chan struct{}, func()) {
+	ch := c.g.catalog.Changed()
+	return ch, func() { c.g.catalog.Unsubscribe(ch) }
+}
+
+// relayTool is one catalog tool as a session calls it.
+type relayTool struct {
+	g    *Gateway
+	desc tool.Descriptor
+}
+
+func (t *relayTool) Descriptor() tool.Descriptor { return t.desc }
+
+func (t *relayTool) Call(ctx context.Context, args jsontext.Value) (tool.Result, error) {
+	c := Call{Name: t.desc.Name, Arguments: args}
+	if p := tool.ProgressOf(ctx); p != nil {
+		c.ProgressToken, c.Progress = p.Token, p.Send
+	}
+	res, err := t.g.Invoke(ctx, c)
+	var gwErr *Error
+	if errors.As(err, &gwErr) {
+		return tool.Result{}, &tool.ProtocolError{Code: gwErr.Code, Message: gwErr.Message, Data: gwErr.Data}
+	}
+	if err != nil {
+		return tool.Result{}, err
+	}
+	return tool.Result{Relayed: &tool.Relayed{Content: res.Content, Structured: res.Structured,
+		IsError: res.IsError, OutputObject: res.OutputObject}}, nil
+}

@@ -1,0 +1,415 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/mcp"
+)
+
+// HTTPOptions configure a Streamable HTTP downstream.
+type HTTPOptions struct {
+	Name string
+	// URL is the MCP endpoint.
+	URL string
+	// Headers are added to every request: the gateway's own credentials
+	// for the server.
+	Headers map[string]string
+	// MaxMessage caps a response body or one SSE event.
+	MaxMessage int64
+	Logger     *slog.Logger
+	OnNotify   func(Notification)
+	OnState    func(State, *Client)
+	// Client, when set, replaces the HTTP client (tests); it must not
+	// follow redirects.
+	Client *http.Client
+}
+
+// ErrRefused: the server answered with a redirect, 401 or 403: the
+// gateway follows no redirect and does no OAuth discovery, so a
+// downstream cannot point it elsewhere.
+var ErrRefused = errors.New("upstream: the downstream refused the request (redirect, 401 or 403)")
+
+// errSessionGone is a 404 to a request carrying a session id: the server
+// forgot the session, and the gateway initializes again.
+var errSessionGone = errors.New("upstream: the downstream's session expired")
+
+// HTTPServer is a Streamable HTTP downstream. It handshakes in the
+// background until it succeeds, and again when the server forgets the
+// session (404). Its goroutines are waited for by Close.
+type HTTPServer struct {
+	opts  HTTPOptions
+	log   *slog.Logger
+	http  *http.Client
+	stats Stats
+
+	mu        sync.Mutex
+	client    *Client
+	sessionID string
+	restarts  int
+
+	expired chan struct{} // a session was found gone
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+}
+
+// NewHTTP starts a Streamable HTTP downstream.
+func NewHTTP(opts HTTPOptions) *HTTPServer {
+	if opts.MaxMessage <= 0 {
+		opts.MaxMessage = 16 << 20
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	hc := opts.Client
+	if hc == nil {
+		hc = &http.Client{
+			Transport: &http.Transport{
+				Proxy:                 nil, // a downstream is reached directly, never through the environment's proxy
+				DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+				TLSHandshakeTimeout:   10 * time.Second,
+				MaxIdleConnsPerHost:   64,
+				IdleConnTimeout:       90 * time.Second,
+				ExpectContinueTimeout: time.Second,
+				ForceAttemptHTTP2:     true,
+			},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	s := &HTTPServer{opts: opts, log: log.With(slog.String("server", opts.Name)), http: hc,
+		expired: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go s.supervise()
+	return s
+}
+
+// Client returns the connected client, or ErrUnavailable.
+func (s *HTTPServer) Client() (*Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client == nil {
+		return nil, ErrUnavailable
+	}
+	return s.client, nil
+}
+
+// Connected reports whether the handshake completed.
+func (s *HTTPServer) Connected() bool {
+	_, err := s.Client()
+	return err == nil
+}
+
+// Stats returns what the server sent that was dropped.
+func (s *HTTPServer) Stats() *Stats { return &s.stats }
+
+// Restarts counts the handshakes after the first.
+func (s *HTTPServer) Restarts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.restarts
+}
+
+// Call sends a request on the connected client.
+func (s *HTTPServer) Call(ctx context.Context, method string, params []byte, opts CallOptions) (jsontext.Value, error) {
+	c, err := s.Client()
+	if err != nil {
+		return nil, err
+	}
+	return c.Call(ctx, method, params, opts)
+}
+
+// Close ends the session on the server (DELETE, legacy era) and waits for
+// the server's goroutines.
+func (s *HTTPServer) Close(ctx context.Context) error {
+	s.once.Do(func() { close(s.stop) })
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	s.mu.Lock()
+	id := s.sessionID
+	s.mu.Unlock()
+	if id != "" {
+		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, s.opts.URL, nil)
+		if err == nil {
+			s.headers(req, outgoing{})
+			if resp, err := s.http.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}
+	s.http.CloseIdleConnections()
+	return nil
+}
+
+func (s *HTTPServer) setState(st State, c *Client) {
+	s.mu.Lock()
+	if st == Connected {
+		s.client = c
+	} else {
+		s.client = nil
+	}
+	s.mu.Unlock()
+	if s.opts.OnState != nil {
+		s.opts.OnState(st, c)
+	}
+}
+
+func (s *HTTPServer) supervise() {
+	defer close(s.done)
+	defer s.setState(Closed, nil)
+	backoff := minBackoff
+	for first := true; ; first = false {
+		if !first {
+			s.mu.Lock()
+			s.restarts++
+			s.mu.Unlock()
+		}
+		s.mu.Lock()
+		s.sessionID = ""
+		s.mu.Unlock()
+		c := newClient(s.opts.Name, nil, s.log, &s.stats, s.opts.OnNotify)
+		c.t = &httpTransport{s: s, c: c}
+		ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+		done := make(chan error, 1)
+		go func() { done <- c.handshake(ctx) }()
+		var err error
+		select {
+		case err = <-done:
+		case <-s.stop:
+			cancel()
+			<-done
+			c.Fail(ErrClosed)
+			return
+		}
+		cancel()
+		if err != nil {
+			c.Fail(ErrConnectionLost)
+			s.log.Error("downstream handshake failed", slog.String("error", err.Error()))
+			s.setState(Failed, nil)
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, maxBackoff)
+			continue
+		}
+		backoff = minBackoff
+		info, _ := c.Info()
+		name, version := info.Name()
+		s.log.Info("downstream connected", slog.String("protocol_version", info.Version),
+			slog.String("server_name", truncate(name, 64)), slog.String("server_version", truncate(version, 64)))
+		s.setState(Connected, c)
+		select {
+		case <-s.expired:
+			s.log.Info("downstream session expired; initializing again")
+			s.setState(Connecting, nil)
+			c.Fail(ErrConnectionLost)
+		case <-s.stop:
+			c.Fail(ErrClosed)
+			return
+		}
+	}
+}
+
+// headers sets what every request carries: the configured headers, then
+// the transport's own, which win.
+func (s *HTTPServer) headers(req *http.Request, out outgoing) {
+	for k, v := range s.opts.Headers {
+		req.Header.Set(k, v)
+	}
+	s.mu.Lock()
+	id := s.sessionID
+	s.mu.Unlock()
+	if id != "" {
+		req.Header.Set("Mcp-Session-Id", id)
+	}
+}
+
+// httpTransport carries one client's messages as POSTs.
+type httpTransport struct {
+	s *HTTPServer
+	c *Client
+}
+
+func (t *httpTransport) send(ctx context.Context, out outgoing) error {
+	s := t.s
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.opts.URL, bytes.NewReader(out.msg))
+	if err != nil {
+		return fmt.Errorf("upstream: %w", err)
+	}
+	s.headers(req, out)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if info, ok := t.c.Info(); ok {
+		req.Header.Set("MCP-Protocol-Version", info.Version)
+		if info.Modern && out.method != "" {
+			req.Header.Set("Mcp-Method", out.method)
+			if out.name != "" {
+				req.Header.Set("Mcp-Name", out.name)
+			}
+		}
+	} else if out.method == "server/discover" {
+		req.Header.Set("MCP-Protocol-Version", mcp.V20260728)
+		req.Header.Set("Mcp-Method", out.method)
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		s.log.Warn("downstream request failed", slog.String("error", redactURL(err.Error(), s.opts.URL)))
+		return ErrConnectionLost
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusAccepted:
+		return nil
+	case resp.StatusCode == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "":
+		select {
+		case s.expired <- struct{}{}:
+		default:
+		}
+		return errSessionGone
+	case resp.StatusCode >= 300 && resp.StatusCode < 400, resp.StatusCode == http.StatusUnauthorized, resp.StatusCode == http.StatusForbidden:
+		s.log.Warn("downstream refused the request", slog.Int("status", resp.StatusCode))
+		return ErrRefused
+	case resp.StatusCode != http.StatusOK && out.id == 0:
+		return fmt.Errorf("upstream: the downstream answered HTTP %d", resp.StatusCode)
+	}
+	if id := resp.Header.Get("Mcp-Session-Id"); id != "" && out.method == "initialize" {
+		if !visibleASCII(id) {
+			return fmt.Errorf("upstream: the downstream's session id is not visible ASCII")
+		}
+		s.mu.Lock()
+		s.sessionID = id
+		s.mu.Unlock()
+	}
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch ct {
+	case "text/event-stream":
+		return t.readEvents(resp.Body, out.id)
+	case "application/json":
+		body, err := io.ReadAll(io.LimitReader(resp.Body, s.opts.MaxMessage+1))
+		if err != nil {
+			return ErrConnectionLost
+		}
+		if int64(len(body)) > s.opts.MaxMessage {
+			s.stats.Oversized.Add(1)
+			s.log.Warn("downstream response over the size cap; dropped", slog.Int64("max_message_bytes", s.opts.MaxMessage))
+			return fmt.Errorf("upstream: the downstream's response is larger than %d bytes", s.opts.MaxMessage)
+		}
+		t.c.deliver(body)
+		return nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("upstream: the downstream answered HTTP %d", resp.StatusCode)
+	}
+	s.stats.Garbage.Add(1)
+	return fmt.Errorf("upstream: the downstream answered with content type %q", truncate(ct, 64))
+}
+
+// readEvents delivers the messages of an SSE response until the stream
+// ends or, for a request, until its response has come.
+func (t *httpTransport) readEvents(body io.Reader, id int64) error {
+	s := t.s
+	br := bufio.NewReaderSize(body, 64<<10)
+	var data bytes.Buffer
+	tooBig := false
+	for {
+		line, err := readLine(br, s.opts.MaxMessage)
+		if errors.Is(err, errLineTooLong) {
+			tooBig = true
+			continue
+		}
+		if err != nil {
+			if id != 0 && t.c.pendingID(id) {
+				return ErrConnectionLost // the stream ended without the answer
+			}
+			return nil
+		}
+		switch {
+		case len(line) == 0: // the end of an event
+			if tooBig || int64(data.Len()) > s.opts.MaxMessage {
+				s.stats.Oversized.Add(1)
+				s.log.Warn("downstream event over the size cap; dropped", slog.Int64("max_message_bytes", s.opts.MaxMessage))
+			} else if data.Len() > 0 {
+				t.c.deliver(bytes.Clone(data.Bytes()))
+			}
+			data.Reset()
+			tooBig = false
+			if id != 0 && !t.c.pendingID(id) {
+				return nil // answered; the rest of the stream is not waited for
+			}
+		case bytes.HasPrefix(line, []byte("data:")):
+			if data.Len() > 0 {
+				data.WriteByte('\n')
+			}
+			data.Write(bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" ")))
+		}
+		// event:, id:, retry: and comments carry nothing the client uses.
+	}
+}
+
+var errLineTooLong = errors.New("upstream: SSE line too long")
+
+// readLine reads one line (without its terminator) of at most max bytes;
+// a longer one is consumed and reported as errLineTooLong.
+func readLine(br *bufio.Reader, max int64) ([]byte, error) {
+	var out []byte
+	for {
+		chunk, isPrefix, err := br.ReadLine()
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(out)+len(chunk)) > max {
+			for isPrefix && err == nil {
+				_, isPrefix, err = br.ReadLine()
+			}
+			return nil, errLineTooLong
+		}
+		out = append(out, chunk...)
+		if !isPrefix {
+			return out, nil
+		}
+	}
+}
+
+// pendingID reports whether request id still waits for its answer.
+func (c *Client) pendingID(id int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.pending[id]
+	return ok
+}
+
+func visibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// redactURL keeps the configured URL, whose query may hold a credential,
+// out of an error message.
+func redactURL(msg, url string) string {
+	return strings.ReplaceAll(msg, url, "<downstream url>")
+}
