@@ -57,9 +57,11 @@ func TestMain(m *testing.M) {
 
 // binaries maps a binary name to its package, relative to the module root.
 var binaries = map[string]string{
-	"bastion":    "./cmd/bastion",
-	"testserver": "./e2e/testserver",
-	"refund":     "./examples/refund",
+	"bastion":     "./cmd/bastion",
+	"testserver":  "./e2e/testserver",
+	"refund":      "./examples/refund",
+	"fixture":     "./internal/cmd/mcpfixture",
+	"httpfixture": "./e2e/httpfixture",
 }
 
 // waitLimit bounds every wait in these tests. It is a failure bound, not a

@@ -26,8 +26,9 @@
 // first), garbage and oversize (a bad line before the answer), duplicate
 // (answers twice), wrong-id (an answer to another id first), error (a
 // JSON-RPC error), iserror (an isError result), listchanged (sends
-// notifications/tools/list_changed), environ (returns the names of its
-// environment variables). Any other name echoes.
+// notifications/tools/list_changed after adding a tool named "added" to
+// its list), environ (returns the names of its environment variables),
+// whoami (returns FIXTURE_NAME). Any other name echoes.
 package main
 
 import (
@@ -194,6 +195,7 @@ func (s *server) list(m msg) {
 	}
 	s.mu.Lock()
 	s.listCalls++
+	tools := append([]string(nil), s.tools...)
 	s.mu.Unlock()
 	page := func(tools []string, next string) {
 		descs := make([]string, len(tools))
@@ -209,34 +211,34 @@ func (s *server) list(m msg) {
 	switch s.pages {
 	case "empty-cursor": // page 1 hands out "" as its cursor, which must continue
 		if p.Cursor == nil {
-			page(s.tools[:1], `""`)
+			page(tools[:1], `""`)
 		} else {
-			page(s.tools[1:], "none")
+			page(tools[1:], "none")
 		}
 	case "empty-page":
 		switch cursor {
 		case "":
-			page(s.tools[:1], `"b"`)
+			page(tools[:1], `"b"`)
 		case "b":
 			page(nil, `"c"`)
 		default:
-			page(s.tools[1:], `null`)
+			page(tools[1:], `null`)
 		}
 	case "repeat":
-		page(s.tools[:1], `"same"`)
+		page(tools[:1], `"same"`)
 	case "cycle":
 		switch cursor {
 		case "", "a":
-			page(s.tools[:1], `"b"`)
+			page(tools[:1], `"b"`)
 		default:
-			page(s.tools[1:], `"a"`)
+			page(tools[1:], `"a"`)
 		}
 	case "endless":
 		n, _ := strconv.Atoi(cursor)
 		page([]string{fmt.Sprintf("t%d", n)}, strconv.Quote(strconv.Itoa(n+1)))
 	case "error-at-2", "hang-at-2":
 		if p.Cursor == nil {
-			page(s.tools[:1], `"2"`)
+			page(tools[:1], `"2"`)
 		} else if s.pages == "error-at-2" {
 			s.fail(m.ID, -32603, "page two failed")
 		} // hang: no answer at all
@@ -248,13 +250,13 @@ func (s *server) list(m msg) {
 		n, _ := strconv.Atoi(s.pages)
 		n = max(n, 1)
 		i, _ := strconv.Atoi(cursor)
-		per := (len(s.tools) + n - 1) / n
-		lo, hi := min(i*per, len(s.tools)), min((i+1)*per, len(s.tools))
+		per := (len(tools) + n - 1) / n
+		lo, hi := min(i*per, len(tools)), min((i+1)*per, len(tools))
 		next := "none"
 		if i+1 < n {
 			next = strconv.Quote(strconv.Itoa(i + 1))
 		}
-		page(s.tools[lo:hi], next)
+		page(tools[lo:hi], next)
 	}
 }
 
@@ -328,8 +330,14 @@ func (s *server) call(m msg) {
 		b, _ := json.Marshal(map[string]any{"names": names})
 		s.result(m.ID, fmt.Sprintf(`{"content":[{"type":"text","text":%q}],"structuredContent":%s,"isError":false}`, b, b))
 	case "listchanged":
+		s.mu.Lock()
+		s.tools = append(s.tools, "added")
+		s.mu.Unlock()
 		s.write(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
 		echo()
+	case "whoami":
+		b, _ := json.Marshal(map[string]string{"name": s.name})
+		s.result(m.ID, fmt.Sprintf(`{"content":[{"type":"text","text":%q}],"structuredContent":%s,"isError":false}`, b, b))
 	default:
 		echo()
 	}

@@ -145,7 +145,10 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	}
 	rep := x.request(r.Context(), m, nil)
 	if rep.msg == nil {
-		return // cancelled: no answer
+		// Cancelled: the request gets no JSON-RPC response, and the
+		// HTTP exchange ends with no body.
+		w.WriteHeader(http.StatusNoContent)
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if m.Method == "initialize" && x.sess.nonce != "" {
