@@ -32,6 +32,7 @@ type tsSummary struct {
 	Tools                    []string       `json:"tools"`
 	Calls                    []tsCallResult `json:"calls"`
 	ServerExit               *tsExit        `json:"serverExit"`
+	SessionID                *bool          `json:"sessionId"`
 	Failures                 []string       `json:"failures"`
 }
 
@@ -90,8 +91,25 @@ func runTSClient(t *testing.T, server []string, env map[string]string, calls []t
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{filepath.Join(tsClientDir, "client.mjs"), "--env", string(envJSON), "--calls", string(callsJSON), "--"}
-	cmd := exec.CommandContext(ctxT(t), "node", append(args, server...)...)
+	args := []string{"--env", string(envJSON), "--calls", string(callsJSON), "--"}
+	return runTSClientArgs(t, append(args, server...))
+}
+
+// runTSClientURL runs the TypeScript SDK client over Streamable HTTP
+// against url.
+func runTSClientURL(t *testing.T, url string, calls []tsCall) tsSummary {
+	t.Helper()
+	callsJSON, err := json.Marshal(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runTSClientArgs(t, []string{"--url", url, "--calls", string(callsJSON)})
+}
+
+// runTSClientArgs runs client.mjs with args.
+func runTSClientArgs(t *testing.T, args []string) tsSummary {
+	t.Helper()
+	cmd := exec.CommandContext(ctxT(t), "node", append([]string{filepath.Join(tsClientDir, "client.mjs")}, args...)...)
 	// node itself gets only PATH and HOME; the client passes the server
 	// only those plus env.
 	cmd.Env = baseEnv()
