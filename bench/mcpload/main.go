@@ -1,48 +1,77 @@
 // Command mcpload measures the whole-process throughput and latency of an
-// MCP stdio server: it starts the server command given after "--", performs
-// the initialize handshake (protocol 2025-11-25), then keeps exactly
-// -inflight tools/call requests outstanding on the server's stdin for
-// -warmup plus -duration, and reports calls per second, p50/p99 latency and
-// the error count of the measured window.
+// MCP server, over stdio or over Streamable HTTP.
+//
+// Over stdio it starts the server command given after "--", performs the
+// initialize handshake (protocol 2025-11-25), then keeps exactly -inflight
+// tools/call requests outstanding on the server's stdin for -warmup plus
+// -duration, and reports calls per second, p50/p99 latency and the error
+// count of the measured window.
+//
+// With -url it drives a Streamable HTTP endpoint that is already running
+// instead, as a legacy-session client: it POSTs initialize (2025-11-25),
+// keeps the Mcp-Session-Id the server answers with (a server without
+// sessions sends none, and then none is sent back) and
+// notifications/initialized, then keeps -inflight tools/call POSTs
+// outstanding, each with the Mcp-Session-Id and MCP-Protocol-Version
+// headers, and reports the same figures. At the end it DELETEs the session.
 //
 // Usage:
 //
 //	mcpload [-inflight N] [-duration D] [-warmup D] [-tool NAME] [-args JSON] [-json] -- COMMAND [ARG...]
+//	mcpload -url URL [-cpu-pid NAME=PID ...] [-inflight N] [-duration D] [-warmup D] [-tool NAME] [-args JSON] [-json]
 //
 // The loop is closed: each response frees its slot and the next request is
-// written at once, with a fresh integer id. One goroutine owns the pipes: it
-// reads every response from the server's stdout and writes the follow-up
-// requests, so no lock or channel sits between a response and the next
-// request. Writes are coalesced only across responses that arrived in the
-// same read, which is what a client multiplexing one stdio stream does.
+// written at once, with a fresh integer id. Over stdio one goroutine owns
+// the pipes: it reads every response from the server's stdout and writes
+// the follow-up requests, so no lock or channel sits between a response and
+// the next request. Writes are coalesced only across responses that arrived
+// in the same read, which is what a client multiplexing one stdio stream
+// does. Over HTTP each slot is one goroutine that POSTs, reads the whole
+// answer and POSTs again, on a keep-alive http.Client whose transport keeps
+// an idle connection per slot, so after the warm-up every call reuses one
+// of -inflight open connections (HTTP/1.1, no compression, no proxy).
 //
-// A response counts as an error when its id is not one in flight, when it
-// is a JSON-RPC error, or when its result has isError:true. The run is
-// bounded: if the server stops answering, a watchdog kills it after the
-// measured window plus -grace, and mcpload exits non-zero. It also exits
-// non-zero when any error was counted, because such figures are not
-// comparable.
+// A response counts as an error when its id is not the one in flight (over
+// stdio: not one in flight), when it is a JSON-RPC error, when its result
+// has isError:true, or, over HTTP, when its status is not 200 or its body
+// neither JSON nor an event stream that carries the answer. The run is
+// bounded: if the server stops answering, a watchdog kills it (over HTTP:
+// abandons its requests) after the measured window plus -grace, and mcpload
+// exits non-zero. It also exits non-zero when any error was counted,
+// because such figures are not comparable.
 //
-// The server inherits mcpload's environment and stderr. mcpload uses only
-// the standard library so that it can drive any server without pulling a
+// Over stdio the server inherits mcpload's environment and stderr, and its
+// CPU time per call comes from its exit status. Over HTTP the server is not
+// mcpload's child: each -cpu-pid NAME=PID names a process whose user+system
+// time (from /proc/PID/stat) is read before the handshake and after the
+// last answer; their sum per completed call is server_cpu_us_per_call, and
+// each one's share is in server_cpu_us_per_call_by. mcpload uses only the
+// standard library so that it can drive any server without pulling a
 // client SDK's costs into the measurement.
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -60,11 +89,22 @@ type config struct {
 	args     json.RawMessage
 	json     bool
 	command  []string
+	// url, when set, is the Streamable HTTP endpoint driven instead of a
+	// command; cpuPIDs are the processes whose CPU time is the server's.
+	url     string
+	cpuPIDs []namedPID
+}
+
+// namedPID is one -cpu-pid NAME=PID.
+type namedPID struct {
+	name string
+	pid  int
 }
 
 // report is the outcome of a run; it is also the -json output.
 type report struct {
-	Command         []string `json:"command"`
+	Command         []string `json:"command,omitempty"`
+	URL             string   `json:"url,omitempty"`
 	Tool            string   `json:"tool"`
 	InFlight        int      `json:"inflight"`
 	DurationSeconds float64  `json:"duration_seconds"`
@@ -81,6 +121,9 @@ type report struct {
 	// server figure does not depend on how fast the driver is.
 	ServerCPUMicrosPerCall float64 `json:"server_cpu_us_per_call"`
 	DriverCPUMicrosPerCall float64 `json:"driver_cpu_us_per_call"`
+	// ServerCPUMicrosPerCallBy is, over HTTP, each -cpu-pid's share of
+	// ServerCPUMicrosPerCall, by name.
+	ServerCPUMicrosPerCallBy map[string]float64 `json:"server_cpu_us_per_call_by,omitempty"`
 }
 
 func main() {
@@ -100,7 +143,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mcpload: %v\n", err)
 		return 2
 	}
-	rep, err := load(cfg, stderr)
+	var rep report
+	if cfg.url != "" {
+		rep, err = loadHTTP(cfg, stderr)
+	} else {
+		rep, err = load(cfg, stderr)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mcpload: %v\n", err)
 		return 1
@@ -108,6 +156,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	human := fmt.Sprintf("%s inflight=%d calls=%d duration=%s calls/s=%.0f p50=%.3fms p99=%.3fms max=%.3fms errors=%d server_cpu/call=%.1fus driver_cpu/call=%.1fus",
 		rep.Tool, rep.InFlight, rep.Calls, cfg.duration, rep.CallsPerSecond, rep.P50Millis, rep.P99Millis, rep.MaxMillis, rep.Errors,
 		rep.ServerCPUMicrosPerCall, rep.DriverCPUMicrosPerCall)
+	if len(rep.ServerCPUMicrosPerCallBy) > 0 {
+		var by []string
+		for _, p := range cfg.cpuPIDs {
+			by = append(by, fmt.Sprintf("%s=%.1fus", p.name, rep.ServerCPUMicrosPerCallBy[p.name]))
+		}
+		human += " (" + strings.Join(by, " ") + ")"
+	}
 	if cfg.json {
 		// stdout stays machine-readable; the human line goes to stderr.
 		fmt.Fprintln(stderr, human)
@@ -133,6 +188,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: mcpload [flags] -- COMMAND [ARG...]")
+		fmt.Fprintln(stderr, "       mcpload -url URL [-cpu-pid NAME=PID ...] [flags]")
 		fs.PrintDefaults()
 	}
 	fs.IntVar(&cfg.inflight, "inflight", 1, "requests kept outstanding (1..4096)")
@@ -142,13 +198,36 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.tool, "tool", "echo", "tool to call")
 	argsJSON := fs.String("args", `{"text":"hello"}`, "arguments object of every call (JSON)")
 	fs.BoolVar(&cfg.json, "json", false, "print the report as one JSON line on stdout (the human line goes to stderr)")
+	fs.StringVar(&cfg.url, "url", "", "drive this Streamable HTTP MCP endpoint (legacy session) instead of a command")
+	fs.Func("cpu-pid", "with -url: NAME=PID of a server process whose CPU time to count (repeatable)", func(v string) error {
+		name, p, ok := strings.Cut(v, "=")
+		pid, err := strconv.Atoi(p)
+		if !ok || name == "" || err != nil || pid <= 0 {
+			return errors.New("want NAME=PID")
+		}
+		if slices.ContainsFunc(cfg.cpuPIDs, func(n namedPID) bool { return n.name == name }) {
+			return fmt.Errorf("name %q given twice", name)
+		}
+		cfg.cpuPIDs = append(cfg.cpuPIDs, namedPID{name: name, pid: pid})
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	cfg.command = fs.Args()
 	switch {
+	case cfg.url != "" && len(cfg.command) > 0:
+		return cfg, errors.New("-url and a server command exclude each other")
+	case cfg.url != "":
+		if u, err := url.Parse(cfg.url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return cfg, fmt.Errorf("-url %q is not an http or https URL", cfg.url)
+		}
+	case len(cfg.cpuPIDs) > 0:
+		return cfg, errors.New("-cpu-pid is for -url; over stdio the server's CPU time is measured anyway")
 	case len(cfg.command) == 0:
-		return cfg, errors.New("missing server command after --")
+		return cfg, errors.New("missing server command after -- (or -url)")
+	}
+	switch {
 	case cfg.inflight < 1 || cfg.inflight > 4096:
 		return cfg, fmt.Errorf("-inflight %d is out of range [1, 4096]", cfg.inflight)
 	case cfg.duration <= 0 || cfg.warmup < 0 || cfg.grace <= 0:
@@ -465,4 +544,368 @@ func mustJSON(v any) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// Streamable HTTP.
+
+// maxHTTPBody caps one answer read over HTTP.
+const maxHTTPBody = 16 << 20
+
+// clockTicks is USER_HZ, the unit of the times in /proc/PID/stat: 100 on
+// every architecture Go runs Linux on.
+const clockTicks = 100
+
+// errTimedOut is the watchdog's cause over HTTP.
+var errTimedOut = errors.New("the server did not finish in time; its requests were abandoned")
+
+// httpClient is a legacy-session Streamable HTTP client of one endpoint.
+type httpClient struct {
+	url string
+	hc  *http.Client
+	// header is what every POST carries: Content-Type and Accept, and
+	// after initialize the session id and the negotiated version. It is
+	// never written once the calls begin; each request gets a clone.
+	header http.Header
+}
+
+func newHTTPClient(endpoint string, inflight int) *httpClient {
+	tr := &http.Transport{
+		Proxy:       nil, // loopback benchmarks go direct
+		DialContext: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		// One idle connection per slot, so that every call after the
+		// warm-up reuses one: a slot's connection is idle for the
+		// moment between reading an answer and sending the next call.
+		MaxIdleConns:        0, // no overall limit
+		MaxIdleConnsPerHost: max(inflight, 2),
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	return &httpClient{
+		url: endpoint,
+		hc: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}},
+		header: h,
+	}
+}
+
+// post sends one message and reads the whole answer into into (so that the
+// connection can be reused). An error means no HTTP answer was read.
+func (c *httpClient) post(ctx context.Context, msg []byte, into *bytes.Buffer) (int, http.Header, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(msg))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header = c.header.Clone()
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	into.Reset()
+	if _, err := into.ReadFrom(io.LimitReader(resp.Body, maxHTTPBody+1)); err != nil {
+		return 0, nil, fmt.Errorf("read answer: %w", err)
+	}
+	if into.Len() > maxHTTPBody {
+		return 0, nil, fmt.Errorf("answer larger than %d bytes", maxHTTPBody)
+	}
+	return resp.StatusCode, resp.Header, nil
+}
+
+// answerOf returns the JSON-RPC response in an answer's body: the body
+// itself when it is JSON, or the data of the first event of an event
+// stream that is a response (server notifications and requests before it
+// are skipped).
+func answerOf(header http.Header, body []byte) ([]byte, error) {
+	ct, _, _ := mime.ParseMediaType(header.Get("Content-Type"))
+	switch ct {
+	case "application/json":
+		return body, nil
+	case "text/event-stream":
+	default:
+		return nil, fmt.Errorf("answer of content type %q", ct)
+	}
+	var data []byte
+	for len(body) > 0 {
+		line := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			line, body = body[:i], body[i+1:]
+		} else {
+			body = nil
+		}
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		switch {
+		case len(line) == 0: // the end of an event
+			var m struct {
+				ID     json.RawMessage `json:"id"`
+				Method *string         `json:"method"`
+			}
+			if len(data) > 0 && json.Unmarshal(data, &m) == nil && m.ID != nil && m.Method == nil {
+				return data, nil
+			}
+			data = data[:0]
+		case bytes.HasPrefix(line, []byte("data:")):
+			if len(data) > 0 {
+				data = append(data, '\n')
+			}
+			data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
+		}
+	}
+	return nil, errors.New("the event stream ended without a response")
+}
+
+// initialize performs the handshake and returns the negotiated version;
+// the session id and the version go into every later request's headers.
+func (c *httpClient) initialize(ctx context.Context) (string, error) {
+	var buf bytes.Buffer
+	msg := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"mcpload","version":"1"}}}`, protocolVersion)
+	status, h, err := c.post(ctx, msg, &buf)
+	if err != nil {
+		return "", fmt.Errorf("initialize: %w", err)
+	}
+	if status != http.StatusOK {
+		return "", fmt.Errorf("initialize: HTTP %d: %.200s", status, buf.Bytes())
+	}
+	line, err := answerOf(h, buf.Bytes())
+	if err != nil {
+		return "", fmt.Errorf("initialize: %w", err)
+	}
+	var resp struct {
+		ID     json.RawMessage `json:"id"`
+		Result *struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(line, &resp); err != nil {
+		return "", fmt.Errorf("initialize: response is not JSON: %w", err)
+	}
+	if string(resp.ID) != "0" || resp.Result == nil || resp.Result.ProtocolVersion == "" {
+		return "", fmt.Errorf("initialize failed: %.200s", line)
+	}
+	if id := h.Get("Mcp-Session-Id"); id != "" {
+		c.header.Set("Mcp-Session-Id", id)
+	}
+	c.header.Set("MCP-Protocol-Version", resp.Result.ProtocolVersion)
+	status, _, err = c.post(ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), &buf)
+	if err != nil {
+		return "", fmt.Errorf("notifications/initialized: %w", err)
+	}
+	if status/100 != 2 {
+		return "", fmt.Errorf("notifications/initialized: HTTP %d: %.200s", status, buf.Bytes())
+	}
+	return resp.Result.ProtocolVersion, nil
+}
+
+// end DELETEs the session, if there is one.
+func (c *httpClient) end(ctx context.Context) error {
+	if c.header.Get("Mcp-Session-Id") == "" {
+		return nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header = c.header.Clone()
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// slot is what one in-flight slot saw.
+type slot struct {
+	latencies  []time.Duration
+	completed  int // tools/call answers received, in every phase
+	errs       int
+	firstErr   string
+	firstErrAt time.Time
+}
+
+func (s *slot) countErr(now time.Time, why string) {
+	s.errs++
+	if s.firstErr == "" {
+		s.firstErr, s.firstErrAt = why, now
+	}
+}
+
+// loadHTTP runs one measurement against cfg.url.
+func loadHTTP(cfg config, stderr io.Writer) (report, error) {
+	rep := report{URL: cfg.url, Tool: cfg.tool, InFlight: cfg.inflight, DurationSeconds: cfg.duration.Seconds()}
+	c := newHTTPClient(cfg.url, cfg.inflight)
+	defer c.hc.CloseIdleConnections()
+	// The watchdog bounds handshake, warm-up, window and drain; a call
+	// that fails without an HTTP answer ends the run too, through abort.
+	base, abort := context.WithCancelCause(context.Background())
+	defer abort(nil)
+	ctx, stop := context.WithTimeoutCause(base, cfg.warmup+cfg.duration+cfg.grace, errTimedOut)
+	defer stop()
+
+	cpu0, err := serverCPU(cfg.cpuPIDs)
+	if err != nil {
+		return rep, err
+	}
+	if rep.ProtocolVersion, err = c.initialize(ctx); err != nil {
+		return rep, explainHTTP(ctx, err)
+	}
+
+	prefix := []byte(`{"jsonrpc":"2.0","id":`)
+	suffix := fmt.Appendf(nil, `,"method":"tools/call","params":{"name":%s,"arguments":%s}}`, mustJSON(cfg.tool), cfg.args)
+	var nextID atomic.Int64
+	start := time.Now()
+	windowStart := start.Add(cfg.warmup)
+	windowEnd := windowStart.Add(cfg.duration)
+	slots := make([]slot, cfg.inflight)
+	var wg sync.WaitGroup
+	for i := range slots {
+		s := &slots[i]
+		s.latencies = make([]time.Duration, 0, 1<<12)
+		wg.Go(func() {
+			var (
+				msg  []byte
+				body bytes.Buffer
+				resp callResponse
+			)
+			for {
+				id := nextID.Add(1)
+				msg = append(msg[:0], prefix...)
+				msg = strconv.AppendInt(msg, id, 10)
+				msg = append(msg, suffix...)
+				t0 := time.Now()
+				status, h, err := c.post(ctx, msg, &body)
+				now := time.Now()
+				if err != nil {
+					if ctx.Err() == nil {
+						abort(fmt.Errorf("tools/call: %w", err))
+					}
+					return
+				}
+				s.completed++
+				inWindow := !now.Before(windowStart) && now.Before(windowEnd)
+				resp = callResponse{}
+				line, aerr := answerOf(h, body.Bytes())
+				switch {
+				case status != http.StatusOK:
+					s.countErr(now, fmt.Sprintf("HTTP %d: %.200s", status, body.Bytes()))
+				case aerr != nil:
+					s.countErr(now, aerr.Error())
+				case json.Unmarshal(line, &resp) != nil:
+					s.countErr(now, fmt.Sprintf("response is not JSON: %.200s", line))
+				case string(resp.ID) != strconv.FormatInt(id, 10):
+					s.countErr(now, fmt.Sprintf("response with an id not in flight: %.200s", line))
+				case resp.Error != nil:
+					s.countErr(now, fmt.Sprintf("JSON-RPC error %d: %s", resp.Error.Code, resp.Error.Message))
+				case resp.Result == nil:
+					s.countErr(now, fmt.Sprintf("response without result: %.200s", line))
+				case resp.Result.IsError != nil && *resp.Result.IsError:
+					s.countErr(now, fmt.Sprintf("result has isError:true: %.200s", line))
+				case inWindow:
+					s.latencies = append(s.latencies, now.Sub(t0))
+				}
+				if !now.Before(windowEnd) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return rep, context.Cause(ctx)
+	}
+	cpu1, err := serverCPU(cfg.cpuPIDs)
+	if err != nil {
+		return rep, err
+	}
+	if err := c.end(ctx); err != nil {
+		fmt.Fprintf(stderr, "mcpload: warning: DELETE of the session: %v\n", err)
+	}
+
+	var (
+		latencies []time.Duration
+		completed int
+		firstAt   time.Time
+	)
+	for i := range slots {
+		s := &slots[i]
+		latencies = append(latencies, s.latencies...)
+		completed += s.completed
+		rep.Errors += s.errs
+		if s.firstErr != "" && (rep.FirstError == "" || s.firstErrAt.Before(firstAt)) {
+			rep.FirstError, firstAt = s.firstErr, s.firstErrAt
+		}
+	}
+	rep.Calls = len(latencies)
+	rep.CallsPerSecond = float64(len(latencies)) / cfg.duration.Seconds()
+	if len(latencies) > 0 {
+		slices.Sort(latencies)
+		rep.P50Millis = millis(percentile(latencies, 50))
+		rep.P99Millis = millis(percentile(latencies, 99))
+		rep.MaxMillis = millis(latencies[len(latencies)-1])
+	}
+	if completed > 0 {
+		rep.DriverCPUMicrosPerCall = micros(selfCPU()) / float64(completed)
+		if len(cfg.cpuPIDs) > 0 {
+			rep.ServerCPUMicrosPerCallBy = map[string]float64{}
+			for i, p := range cfg.cpuPIDs {
+				us := micros(cpu1[i]-cpu0[i]) / float64(completed)
+				rep.ServerCPUMicrosPerCallBy[p.name] = us
+				rep.ServerCPUMicrosPerCall += us
+			}
+		}
+	}
+	return rep, nil
+}
+
+// explainHTTP says when an error came from the watchdog.
+func explainHTTP(ctx context.Context, err error) error {
+	if context.Cause(ctx) == errTimedOut {
+		return fmt.Errorf("%w: %w", errTimedOut, err)
+	}
+	return err
+}
+
+// serverCPU returns the CPU time so far of each process.
+func serverCPU(pids []namedPID) ([]time.Duration, error) {
+	out := make([]time.Duration, len(pids))
+	for i, p := range pids {
+		d, err := procCPU(p.pid)
+		if err != nil {
+			return nil, fmt.Errorf("-cpu-pid %s=%d: %w", p.name, p.pid, err)
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+// procCPU returns the user+system CPU time of all threads of process pid
+// so far, from /proc/PID/stat (children are not included).
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name, field 2, is in parentheses and may hold
+	// anything; the fields after it are plain.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("unexpected /proc stat format")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, errors.New("unexpected /proc stat format")
+	}
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	ut, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, errors.New("unexpected /proc stat format")
+	}
+	return time.Duration(ut+st) * (time.Second / clockTicks), nil
 }

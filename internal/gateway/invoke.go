@@ -85,9 +85,6 @@ type Result struct {
 	Content    jsontext.Value // a JSON array of content blocks
 	Structured jsontext.Value // structuredContent, nil when absent
 	IsError    bool
-	// OutputObject reports whether the tool's output schema has an object
-	// root, so that legacy callers may get structuredContent.
-	OutputObject bool
 }
 
 // Invoke runs a tools/call: the qualified name is resolved in the
@@ -132,7 +129,6 @@ func (g *Gateway) Invoke(ctx context.Context, c Call) (*Result, error) {
 			slog.String("tool", t.Qualified), slog.String("error", perr.Error()))
 		return nil, badGateway(t.Server, "the server answered with a malformed result", false)
 	}
-	out.OutputObject = len(t.OutputSchema) > 0 && mcp.ObjectRoot(t.OutputSchema)
 	g.log.Debug("tools/call relayed", slog.String("tool", t.Qualified), slog.Bool("is_error", out.IsError),
 		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
 	return out, nil

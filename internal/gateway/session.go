@@ -68,5 +68,5 @@ func (t *relayTool) Call(ctx context.Context, args jsontext.Value) (tool.Result,
 		return tool.Result{}, err
 	}
 	return tool.Result{Relayed: &tool.Relayed{Content: res.Content, Structured: res.Structured,
-		IsError: res.IsError, OutputObject: res.OutputObject}}, nil
+		IsError: res.IsError}}, nil
 }

@@ -58,7 +58,7 @@ func (e *Encoder) RelayedToolsList(version string, tools []RawTool, page ListPag
 		}
 		b = append(b, `,"inputSchema":`...)
 		b = appendCompact(b, t.InputSchema)
-		if f.Structured && len(t.OutputSchema) > 0 && (f.Modern || ObjectRoot(t.OutputSchema)) {
+		if f.Structured && len(t.OutputSchema) > 0 && (f.Modern || objectRoot(t.OutputSchema)) {
 			b = append(b, `,"outputSchema":`...)
 			b = appendCompact(b, t.OutputSchema)
 		}
@@ -92,9 +92,9 @@ func (e *Encoder) RelayedToolsList(version string, tools []RawTool, page ListPag
 
 // AppendRelayedResult appends a relayed tools/call result for version:
 // the content blocks the version knows, structuredContent where it has
-// it (and, for a legacy version, only when outputSchemaIsObject), and
-// isError.
-func (e *Encoder) AppendRelayedResult(dst []byte, version string, content, structured jsontext.Value, isError, outputSchemaIsObject bool) []byte {
+// it (a legacy version's structuredContent is an object, so any other
+// value is dropped for it), and isError.
+func (e *Encoder) AppendRelayedResult(dst []byte, version string, content, structured jsontext.Value, isError bool) []byte {
 	f := FeaturesOf(version)
 	dst = append(dst, `{"content":[`...)
 	n := 0
@@ -109,7 +109,7 @@ func (e *Encoder) AppendRelayedResult(dst []byte, version string, content, struc
 		n++
 	}
 	dst = append(dst, ']')
-	if f.Structured && len(structured) > 0 && (f.Modern || outputSchemaIsObject) {
+	if f.Structured && len(structured) > 0 && (f.Modern || structured.Kind() == '{') {
 		dst = append(dst, `,"structuredContent":`...)
 		dst = appendCompact(dst, structured)
 	}
@@ -143,8 +143,8 @@ func blockKnown(f Features, block jsontext.Value) bool {
 	return false
 }
 
-// ObjectRoot reports whether schema's root says "type": "object".
-func ObjectRoot(schema jsontext.Value) bool {
+// objectRoot reports whether schema's root says "type": "object".
+func objectRoot(schema jsontext.Value) bool {
 	var root struct {
 		Type jsontext.Value `json:"type"`
 	}

@@ -268,7 +268,7 @@ func (ss *Session) call(ctx context.Context, m *jsonrpc.Message, version string,
 			if rel.IsError {
 				outcome = "is_error"
 			}
-			return ss.result(m.ID, ss.srv.enc.AppendRelayedResult(nil, version, rel.Content, rel.Structured, rel.IsError, rel.OutputObject))
+			return ss.result(m.ID, ss.srv.enc.AppendRelayedResult(nil, version, rel.Content, rel.Structured, rel.IsError))
 		}
 		return ss.result(m.ID, ss.srv.enc.AppendCallResult(nil, version, res.Structured))
 	}

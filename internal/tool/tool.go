@@ -69,9 +69,6 @@ type Relayed struct {
 	// Structured is structuredContent, nil when absent.
 	Structured jsontext.Value
 	IsError    bool
-	// OutputObject reports whether the tool's output schema has an
-	// object root, so that legacy clients may get structuredContent.
-	OutputObject bool
 }
 
 // ProtocolError is a tool's answer that is a JSON-RPC error rather than a

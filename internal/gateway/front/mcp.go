@@ -502,7 +502,7 @@ func (x *exchange) call(ctx context.Context, m *jsonrpc.Message, progress func(j
 		if res.IsError {
 			outcome = "is_error"
 		}
-		return reply{msg: jsonrpc.AppendResult(nil, m.ID, s.enc.AppendRelayedResult(nil, x.version, res.Content, res.Structured, res.IsError, res.OutputObject)), status: http.StatusOK}
+		return reply{msg: jsonrpc.AppendResult(nil, m.ID, s.enc.AppendRelayedResult(nil, x.version, res.Content, res.Structured, res.IsError)), status: http.StatusOK}
 	case errors.As(err, &gwErr):
 		outcome = "error_" + strconv.Itoa(gwErr.Code)
 		return reply{msg: jsonrpc.AppendError(nil, gwErr.RPC(m.ID)), status: gwErr.Status}
