@@ -174,8 +174,7 @@ var clientInfo = jsontext.Value(`{"name":"mcp-bastion-gateway","version":"0.1.0"
 // capabilities.
 func (c *Client) handshake(ctx context.Context) error {
 	// server/discover carries nothing but _meta.
-	params := fmt.Appendf(nil, `{"_meta":{%q:%q,"io.modelcontextprotocol/clientInfo":%s,"io.modelcontextprotocol/clientCapabilities":{}}}`,
-		mcp.MetaProtocolVersion, mcp.V20260728, clientInfo)
+	params, _ := withMeta(nil, modernMeta())
 	res, err := c.roundTrip(ctx, "server/discover", params, CallOptions{})
 	var rpcErr *RPCError
 	switch {
@@ -225,6 +224,18 @@ func (c *Client) handshake(ctx context.Context) error {
 	return c.Notify(ctx, "notifications/initialized", nil)
 }
 
+// modernMeta is what every 2026-07-28 request carries in params._meta:
+// the version and the client's capabilities are required on each request,
+// since the era keeps no session; clientInfo is recommended. Until
+// server-to-client requests are relayed, the gateway declares none.
+func modernMeta() map[string]jsontext.Value {
+	return map[string]jsontext.Value{
+		mcp.MetaProtocolVersion:                      quote(mcp.V20260728),
+		"io.modelcontextprotocol/clientInfo":         jsontext.Value(clientInfo),
+		"io.modelcontextprotocol/clientCapabilities": jsontext.Value(`{}`),
+	}
+}
+
 // Call sends a request and waits for its response. params is a JSON object
 // or nil. In the 2026-07-28 era the request carries the protocol version in
 // params._meta. When ctx ends first, the downstream is sent
@@ -237,7 +248,7 @@ func (c *Client) Call(ctx context.Context, method string, params []byte, opts Ca
 	}
 	if info.Modern {
 		var err error
-		if params, err = withMeta(params, map[string]jsontext.Value{mcp.MetaProtocolVersion: quote(mcp.V20260728)}); err != nil {
+		if params, err = withMeta(params, modernMeta()); err != nil {
 			return nil, err
 		}
 	}
@@ -304,7 +315,7 @@ func (c *Client) cancel(id int64) {
 	defer stop()
 	params := fmt.Appendf(nil, `{"requestId":%d,"reason":"cancelled by the gateway's caller"}`, id)
 	if info, ok := c.Info(); ok && info.Modern {
-		params, _ = withMeta(params, map[string]jsontext.Value{mcp.MetaProtocolVersion: quote(mcp.V20260728)})
+		params, _ = withMeta(params, modernMeta())
 	}
 	if err := c.Notify(ctx, "notifications/cancelled", params); err != nil {
 		c.log.Debug("cancellation not sent", slog.String("error", err.Error()))

@@ -158,8 +158,11 @@ func TestHandshakeModern(t *testing.T) {
 	if err != nil || !strings.Contains(string(res), `"structuredContent":{"x":1}`) {
 		t.Fatalf("echo = %s, %v", res, err)
 	}
-	// Every request of the modern era names its version in _meta.
-	if got := f.received(t); !strings.Contains(got, `"tools/call","params":{"name":"echo","arguments":{"x":1},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`) {
+	// Every request of the modern era names its version and the client's
+	// capabilities in _meta (both required), and the client.
+	if got := f.received(t); !strings.Contains(got, `"tools/call","params":{"name":"echo","arguments":{"x":1},"_meta":{`+
+		`"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"mcp-bastion-gateway","version":"0.1.0"},`+
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`) {
 		t.Errorf("the fixture received:\n%s", got)
 	}
 }

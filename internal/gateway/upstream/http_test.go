@@ -1,0 +1,275 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The HTTP connector is tried against the official Go SDK's Streamable
+// HTTP server, in-process over real HTTP (httptest), so that what it reads
+// is what an implementation nobody here wrote sends.
+
+// sdkServer is a go-sdk MCP server with an echo tool, a tool that blocks
+// until its call is cancelled, and a progress tool.
+type sdkServer struct {
+	cancelled chan struct{}
+}
+
+// closeSessions ends the sessions a go-sdk server still holds (one whose
+// client never sent DELETE, as in a test that swapped the handler), so
+// that their goroutines end before the leak check.
+func closeSessions(srv *mcp.Server) {
+	for ss := range srv.Sessions() {
+		_ = ss.Close()
+	}
+}
+
+func newSDKServer(t *testing.T) (*mcp.Server, *sdkServer) {
+	st := &sdkServer{cancelled: make(chan struct{}, 8)}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "sdk", Version: "1.0.0"}, &mcp.ServerOptions{PageSize: 1})
+	object := json.RawMessage(`{"type":"object"}`)
+	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: object}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
+	})
+	srv.AddTool(&mcp.Tool{Name: "block", InputSchema: object}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		<-ctx.Done()
+		st.cancelled <- struct{}{}
+		return nil, ctx.Err()
+	})
+	srv.AddTool(&mcp.Tool{Name: "progress", InputSchema: object}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		for i := 1; i <= 2; i++ {
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Total: 2})
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+	})
+	t.Cleanup(func() { closeSessions(srv) })
+	return srv, st
+}
+
+// swappable serves through a handler the test can replace: a new go-sdk
+// handler has forgotten every session, as a restarted server has.
+type swappable struct {
+	mu sync.Mutex
+	h  http.Handler
+	n  atomic.Int64
+}
+
+func (s *swappable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.n.Add(1)
+	s.mu.Lock()
+	h := s.h
+	s.mu.Unlock()
+	h.ServeHTTP(w, r)
+}
+
+func (s *swappable) set(h http.Handler) {
+	s.mu.Lock()
+	s.h = h
+	s.mu.Unlock()
+}
+
+func startHTTP(t *testing.T, url string, states chan State) (*HTTPServer, *logBuffer) {
+	t.Helper()
+	logs := &logBuffer{}
+	s := NewHTTP(HTTPOptions{Name: "h", URL: url, MaxMessage: 1 << 16,
+		Logger:  slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		OnState: func(st State, _ *Client) { states <- st }})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s, logs
+}
+
+func awaitState(t *testing.T, states chan State, want State, logs *logBuffer) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case s := <-states:
+			if s == want {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("state %s not reached; log:\n%s", want, logs.String())
+		}
+	}
+}
+
+func TestHTTPAgainstGoSDK(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts *mcp.StreamableHTTPOptions
+	}{
+		{"sse", nil},
+		{"json", &mcp.StreamableHTTPOptions{JSONResponse: true}},
+		{"stateless", &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := newSDKServer(t)
+			hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, tc.opts))
+			defer hs.Close()
+			states := make(chan State, 16)
+			s, logs := startHTTP(t, hs.URL, states)
+			awaitState(t, states, Connected, logs)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			res, err := s.Call(ctx, "tools/call", []byte(`{"name":"echo","arguments":{"a":1}}`), CallOptions{Name: "echo"})
+			if err != nil || !strings.Contains(string(res), `{\"a\":1}`) {
+				t.Fatalf("echo: %s %v; log:\n%s", res, err, logs.String())
+			}
+			// Pages of one tool each: the cursor loop is the client's.
+			list, err := s.Call(ctx, "tools/list", nil, CallOptions{})
+			if err != nil || !strings.Contains(string(list), `"nextCursor"`) {
+				t.Fatalf("tools/list: %s %v", list, err)
+			}
+			var got []string
+			var mu sync.Mutex
+			res, err = s.Call(ctx, "tools/call", []byte(`{"name":"progress","arguments":{}}`), CallOptions{
+				Name: "progress", ProgressToken: jsontext.Value(`"mine"`),
+				Progress: func(p jsontext.Value) { mu.Lock(); got = append(got, string(p)); mu.Unlock() },
+			})
+			if err != nil || !strings.Contains(string(res), "done") {
+				t.Fatalf("progress: %s %v", res, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if tc.opts == nil { // only an SSE answer can carry progress before the result
+				if len(got) != 2 || !strings.Contains(got[0], `"progressToken":"mine"`) {
+					t.Errorf("progress relayed: %v", got)
+				}
+			}
+			for _, p := range got {
+				if strings.Contains(p, "gw-") {
+					t.Errorf("the gateway's token leaked to the caller: %s", p)
+				}
+			}
+		})
+	}
+}
+
+func TestHTTPCancellationReachesServer(t *testing.T) {
+	srv, st := newSDKServer(t)
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	defer hs.Close()
+	states := make(chan State, 16)
+	s, logs := startHTTP(t, hs.URL, states)
+	awaitState(t, states, Connected, logs)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Call(ctx, "tools/call", []byte(`{"name":"block","arguments":{}}`), CallOptions{Name: "block"})
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the call is in flight
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Call returned %v, want the caller's cancellation", err)
+	}
+	select {
+	case <-st.cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server's handler was never cancelled")
+	}
+}
+
+// TestHTTPSessionExpired: when the server forgets the session (404), the
+// connector initializes again and calls go through.
+func TestHTTPSessionExpired(t *testing.T) {
+	sw := &swappable{}
+	srv, _ := newSDKServer(t)
+	sw.set(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true}))
+	hs := httptest.NewServer(sw)
+	defer hs.Close()
+	states := make(chan State, 16)
+	s, logs := startHTTP(t, hs.URL, states)
+	awaitState(t, states, Connected, logs)
+	c1, _ := s.Client()
+	if info, _ := c1.Info(); info.Modern {
+		t.Skip("the SDK server answered server/discover: a stateless downstream has no session to expire")
+	}
+	srv2, _ := newSDKServer(t)
+	sw.set(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv2 }, &mcp.StreamableHTTPOptions{JSONResponse: true}))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := s.Call(ctx, "tools/call", []byte(`{"name":"echo","arguments":{}}`), CallOptions{Name: "echo"}); err == nil {
+		t.Fatal("a call in a forgotten session succeeded")
+	}
+	awaitState(t, states, Connected, logs)
+	if _, err := s.Call(ctx, "tools/call", []byte(`{"name":"echo","arguments":{}}`), CallOptions{Name: "echo"}); err != nil {
+		t.Fatalf("after re-initializing: %v; log:\n%s", err, logs.String())
+	}
+	if s.Restarts() < 1 {
+		t.Errorf("Restarts = %d", s.Restarts())
+	}
+}
+
+// TestHTTPRefusesRedirects: a redirect is never followed, so a downstream
+// cannot send the gateway (and its credentials) elsewhere.
+func TestHTTPRefusesRedirects(t *testing.T) {
+	var elsewhere atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere.Add(1) }))
+	defer other.Close()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL, http.StatusTemporaryRedirect)
+	}))
+	defer hs.Close()
+	states := make(chan State, 16)
+	s, logs := startHTTP(t, hs.URL, states)
+	awaitState(t, states, Failed, logs)
+	if s.Connected() || elsewhere.Load() != 0 {
+		t.Errorf("connected %v, requests elsewhere %d", s.Connected(), elsewhere.Load())
+	}
+	if !strings.Contains(logs.String(), "downstream refused the request") {
+		t.Errorf("log:\n%s", logs.String())
+	}
+}
+
+// TestHTTPOversizedAnswer: a response over the cap is dropped and counted,
+// the call fails, and the connector stays up.
+func TestHTTPOversizedAnswer(t *testing.T) {
+	srv, _ := newSDKServer(t)
+	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Name") == "huge" || strings.Contains(r.Header.Get("X-Test"), "huge") {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"x":"` + strings.Repeat("a", 1<<17) + `"}}`))
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	states := make(chan State, 16)
+	s, logs := startHTTP(t, hs.URL, states)
+	awaitState(t, states, Connected, logs)
+	c, _ := s.Client()
+	if info, _ := c.Info(); !info.Modern {
+		t.Skip("Mcp-Name is only sent to a 2026-07-28 downstream")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := s.Call(ctx, "tools/call", []byte(`{"name":"huge","arguments":{}}`), CallOptions{Name: "huge"}); err == nil {
+		t.Fatal("an oversized answer was accepted")
+	}
+	if s.Stats().Oversized.Load() != 1 {
+		t.Errorf("Oversized = %d", s.Stats().Oversized.Load())
+	}
+	if _, err := s.Call(ctx, "tools/call", []byte(`{"name":"echo","arguments":{}}`), CallOptions{Name: "echo"}); err != nil {
+		t.Errorf("after the oversized answer: %v", err)
+	}
+}
