@@ -51,10 +51,13 @@ type Gateway struct {
 
 // downstream is one configured server and its discovery state.
 type downstream struct {
-	g        *Gateway
-	name     string
-	cfg      config.Server
-	conn     conn
+	g    *Gateway
+	name string
+	cfg  config.Server
+	conn conn
+	// started closes once conn is set: the connector's callbacks can
+	// come before StartStdio or NewHTTP has returned.
+	started  chan struct{}
 	inflight chan struct{} // one token per call in flight
 
 	mu      sync.Mutex
@@ -74,7 +77,8 @@ func New(cfg *config.Config, log *slog.Logger) *Gateway {
 	g := &Gateway{cfg: cfg, log: log, catalog: catalog.New(catalog.AdmitAll{}), servers: map[string]*downstream{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	for _, s := range cfg.Servers {
-		d := &downstream{g: g, name: s.Name, cfg: s, inflight: make(chan struct{}, cfg.Limits.InflightPerDownstream)}
+		d := &downstream{g: g, name: s.Name, cfg: s, started: make(chan struct{}),
+			inflight: make(chan struct{}, cfg.Limits.InflightPerDownstream)}
 		g.servers[s.Name] = d
 		g.order = append(g.order, s.Name)
 	}
@@ -95,6 +99,7 @@ func (g *Gateway) Start() {
 				MaxMessage: int(g.cfg.Limits.DownstreamMessage), Logger: g.log,
 				OnNotify: d.notification, OnState: d.state,
 			})
+			close(d.started)
 			continue
 		}
 		d.conn = upstream.NewHTTP(upstream.HTTPOptions{
@@ -102,6 +107,7 @@ func (g *Gateway) Start() {
 			MaxMessage: int64(g.cfg.Limits.DownstreamMessage), Logger: g.log,
 			OnNotify: d.notification, OnState: d.state,
 		})
+		close(d.started)
 	}
 	if r := g.cfg.Discovery.Refresh.D(); r > 0 {
 		g.wg.Add(1)
@@ -207,6 +213,7 @@ func (g *Gateway) Status() []ServerStatus {
 // anew. While a server reconnects its tools stay listed, and calls to them
 // fail as the server being unavailable; a server shut down is removed.
 func (d *downstream) state(s upstream.State, _ *upstream.Client) {
+	<-d.started
 	switch s {
 	case upstream.Connected:
 		d.discover()
@@ -224,6 +231,7 @@ func (d *downstream) state(s upstream.State, _ *upstream.Client) {
 
 // notification hears what the downstream says outside a call.
 func (d *downstream) notification(n upstream.Notification) {
+	<-d.started
 	switch n.Method {
 	case "notifications/tools/list_changed":
 		d.discover()
@@ -296,13 +304,17 @@ func (d *downstream) walk() {
 	if d.g.ctx.Err() != nil {
 		return
 	}
-	d.mu.Lock()
-	d.trace, d.settled = res.Trace, true
-	d.lastErr = ""
-	if res.Err != nil {
-		d.lastErr = res.Err.Error()
-	}
-	d.mu.Unlock()
+	// The catalog changes before the server counts as settled, so that
+	// a ready gateway offers what it discovered.
+	defer func() {
+		d.mu.Lock()
+		d.trace, d.settled = res.Trace, true
+		d.lastErr = ""
+		if res.Err != nil {
+			d.lastErr = res.Err.Error()
+		}
+		d.mu.Unlock()
+	}()
 	if res.Err != nil {
 		d.g.log.Warn("the list of a downstream could not be read whole; none of its tools is offered",
 			slog.String("server", d.name), slog.Int("pages", len(res.Trace)), slog.String("error", res.Err.Error()))

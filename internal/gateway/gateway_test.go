@@ -1,0 +1,304 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"go.uber.org/goleak"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/config"
+	"github.com/mcp-bastion/bastion/internal/gateway/upstream"
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/mcp"
+	"github.com/mcp-bastion/bastion/internal/tool"
+)
+
+// fixtureBin is the mcpfixture server, built once.
+var fixtureBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gateway-test-")
+	if err != nil {
+		panic(err)
+	}
+	fixtureBin = filepath.Join(dir, "mcpfixture")
+	if out, err := exec.Command("go", "build", "-o", fixtureBin, "../cmd/mcpfixture").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the fixture: %v\n%s", err, out)
+		os.Exit(2)
+	}
+	listChangedDebounce = 10 * time.Millisecond
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+			code = 1
+		}
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// start runs a gateway over fixture servers named by their FIXTURE_*
+// environment, and closes it (waiting for every goroutine and child)
+// when the test ends.
+func start(t *testing.T, servers map[string]map[string]string, extra string) *Gateway {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("auth:\n  mode: none\nservers:\n")
+	for name, env := range servers {
+		fmt.Fprintf(&b, "  - name: %s\n    command: [%q]\n    timeout: 2s\n", name, fixtureBin)
+		if len(env) > 0 {
+			b.WriteString("    env:\n")
+			for k, v := range env {
+				fmt.Fprintf(&b, "      %s: %q\n", k, v)
+			}
+		}
+	}
+	b.WriteString(extra)
+	cfg, err := config.Parse([]byte(b.String()), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, b.String())
+	}
+	g := New(cfg, nil)
+	g.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := g.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for !g.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready: %+v", g.Status())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return g
+}
+
+func invoke(t *testing.T, g *Gateway, name, args string) (*Result, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	return g.Invoke(ctx, Call{Name: name, Arguments: jsontext.Value(args)})
+}
+
+// TestInvokeErrors: each way a call can fail maps to the error table.
+func TestInvokeErrors(t *testing.T) {
+	g := start(t, map[string]map[string]string{
+		"fx": {"FIXTURE_TOOLS": "echo,error,iserror,crash,hang"},
+	}, "")
+	if res, err := invoke(t, g, "fx.echo", `{"a":1}`); err != nil || string(res.Structured) != `{"a":1}` {
+		t.Fatalf("echo: %+v %v", res, err)
+	}
+	if res, err := invoke(t, g, "fx.iserror", `{}`); err != nil || !res.IsError {
+		t.Errorf("an isError result is relayed as a result: %+v %v", res, err)
+	}
+	for _, tc := range []struct {
+		name, args string
+		code       int
+		status     int
+	}{
+		{"fx.nope", `{}`, jsonrpc.CodeInvalidParams, http.StatusOK},
+		{"fx.error", `{}`, CodeBadGateway, http.StatusBadGateway}, // -32050 is not a standard code: never relayed as is
+		{"fx.hang", `{}`, CodeBadGateway, http.StatusGatewayTimeout},
+		{"fx.crash", `{}`, CodeBadGateway, http.StatusBadGateway},
+	} {
+		_, err := invoke(t, g, tc.name, tc.args)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != tc.code || e.Status != tc.status {
+			t.Errorf("%s: %v, want code %d status %d", tc.name, err, tc.code, tc.status)
+			continue
+		}
+		if e.Code == CodeBadGateway {
+			var data map[string]any
+			if json.Unmarshal(e.Data, &data) != nil || data["server"] != "fx" {
+				t.Errorf("%s: data %s names no server", tc.name, e.Data)
+			}
+		}
+	}
+}
+
+// TestInvokeValidatesArguments: arguments that fail the tool's input
+// schema never reach the downstream.
+func TestInvokeValidatesArguments(t *testing.T) {
+	cat := New(&config.Config{}, nil).catalog
+	cat.Update("s", []jsontext.Value{jsontext.Value(`{"name":"t","inputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}}`)})
+	g := &Gateway{catalog: cat, servers: map[string]*downstream{}}
+	for _, args := range []string{`{}`, `{"n":"1"}`, `{"n":1,"x":2}`, `{"n":1.5}`} {
+		_, err := g.Invoke(t.Context(), Call{Name: "s.t", Arguments: jsontext.Value(args)})
+		var ae *tool.ArgumentError
+		if !errors.As(err, &ae) {
+			t.Errorf("%s: %v, want an argument error", args, err)
+		}
+	}
+}
+
+func TestRelayError(t *testing.T) {
+	for _, tc := range []struct {
+		code int
+		want int
+	}{
+		{-32602, -32602}, {-32601, -32601}, {-32603, -32603}, {-32600, -32600}, {-32700, -32700},
+		{-32000, CodeBadGateway}, {-32001, CodeBadGateway}, {-32020, CodeBadGateway}, {1, CodeBadGateway}, {-32099, CodeBadGateway},
+	} {
+		e := relayError("s", &upstream.RPCError{Code: tc.code, Message: strings.Repeat("m", 1000), Data: jsontext.Value(`{"secret":"x"}`)})
+		if e.Code != tc.want {
+			t.Errorf("%d relayed as %d, want %d", tc.code, e.Code, tc.want)
+		}
+		if strings.Contains(string(e.Data), "secret") || len(e.Message) > 300 {
+			t.Errorf("%d: the downstream's data or a long message passed through: %q %s", tc.code, e.Message, e.Data)
+		}
+	}
+}
+
+func TestParseResult(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{`{"content":[]}`, true},
+		{`{"content":[{"type":"text","text":"x"}],"isError":true}`, true},
+		{`{"content":[{"type":"text"}],"structuredContent":{"a":1}}`, true},
+		{`{}`, false},
+		{`{"content":{}}`, false},
+		{`{"content":[{}]}`, false},
+		{`{"content":[1]}`, false},
+		{`{"content":[],"isError":"yes"}`, false},
+	} {
+		_, err := parseResult(jsontext.Value(tc.in))
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err %v, want ok %v", tc.in, err, tc.ok)
+		}
+	}
+}
+
+// TestListerCursors: the gateway's own pages hold each tool once, in
+// order; a forged cursor, or one from before the list changed, is
+// refused.
+func TestListerCursors(t *testing.T) {
+	g := New(&config.Config{}, nil)
+	var descs []jsontext.Value
+	for i := range 250 {
+		descs = append(descs, jsontext.Value(fmt.Sprintf(`{"name":"t%03d","inputSchema":{"type":"object"}}`, i)))
+	}
+	g.catalog.Update("s", descs)
+	enc, err := mcp.NewEncoder(mcp.Implementation{Name: "g", Version: "1"}, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := g.NewLister(enc, []byte(strings.Repeat("k", 32)))
+	var names []string
+	var cursor *string
+	pages := 0
+	for {
+		res, lerr := l.List(mcp.LatestLegacy, cursor)
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		pages++
+		var page struct {
+			Tools      []struct{ Name string }
+			NextCursor *string
+		}
+		if err := json.Unmarshal(res, &page); err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range page.Tools {
+			names = append(names, tl.Name)
+		}
+		if page.NextCursor == nil {
+			break
+		}
+		if *page.NextCursor == "" {
+			t.Fatal("an empty nextCursor")
+		}
+		cursor = page.NextCursor
+	}
+	if pages != 3 || len(names) != 250 || names[0] != "s.t000" || names[249] != "s.t249" {
+		t.Fatalf("%d pages, %d names", pages, len(names))
+	}
+	// A cursor sealed with another key is not this gateway's.
+	other := g.NewLister(enc, []byte(strings.Repeat("x", 32)))
+	res, _ := other.List(mcp.LatestLegacy, nil)
+	var first struct{ NextCursor string }
+	if err := json.Unmarshal(res, &first); err != nil || first.NextCursor == "" {
+		t.Fatalf("other lister: %s", res)
+	}
+	if _, lerr := l.List(mcp.LatestLegacy, &first.NextCursor); lerr == nil {
+		t.Error("a cursor sealed with another key was accepted")
+	}
+	// A cursor of a list that has since changed is refused.
+	stale := cursor
+	g.catalog.Update("s", descs[:10])
+	if _, lerr := l.List(mcp.LatestLegacy, stale); lerr == nil || lerr.Code != jsonrpc.CodeInvalidParams {
+		t.Errorf("stale cursor: %v", lerr)
+	}
+	for _, c := range []string{"", "x", strings.Repeat("A", 43), *stale + "A"} {
+		if _, lerr := l.List(mcp.LatestLegacy, &c); lerr == nil {
+			t.Errorf("cursor %q accepted", c)
+		}
+	}
+}
+
+// TestListChangedRediscovers: a downstream's list_changed is followed by a
+// walk, and the new tool is offered; a flood costs few walks.
+func TestListChangedRediscovers(t *testing.T) {
+	g := start(t, map[string]map[string]string{"fx": {"FIXTURE_TOOLS": "listchanged,echo"}}, "")
+	changed := g.catalog.Changed()
+	defer g.catalog.Unsubscribe(changed)
+	if _, err := invoke(t, g, "fx.listchanged", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the catalog did not change")
+	}
+	if _, ok := g.catalog.Snapshot().Lookup("fx.added"); !ok {
+		t.Error("fx.added is not offered")
+	}
+}
+
+// TestCloseLeavesNothing: a gateway with calls in flight, a crashed
+// server and a hung one closes with every goroutine ended (TestMain's
+// goleak check) and every call answered.
+func TestCloseLeavesNothing(t *testing.T) {
+	g := start(t, map[string]map[string]string{
+		"a": {"FIXTURE_TOOLS": "hang,crash,echo"},
+		"b": {"FIXTURE_ERA": "legacy", "FIXTURE_TOOLS": "hang"},
+	}, "")
+	errs := make(chan error, 2)
+	for _, name := range []string{"a.hang", "b.hang"} {
+		go func() {
+			_, err := g.Invoke(context.Background(), Call{Name: name, Arguments: jsontext.Value(`{}`)})
+			errs <- err
+		}()
+	}
+	if _, err := invoke(t, g, "a.crash", `{}`); err == nil {
+		t.Error("a crash answered")
+	}
+	time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := g.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-errs; err == nil {
+			t.Error("a call in flight at Close succeeded")
+		}
+	}
+}
