@@ -14,6 +14,7 @@ import (
 	"github.com/mcp-bastion/bastion/internal/gateway"
 	gwconfig "github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/gateway/front"
+	"github.com/mcp-bastion/bastion/internal/gateway/metrics"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 	"github.com/mcp-bastion/bastion/internal/session"
 	"github.com/mcp-bastion/bastion/internal/stdio"
@@ -83,6 +84,20 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 	}
 	log := gatewayLogger(cfg, e.stderr)
 	g := gateway.New(cfg, log)
+	var m *metrics.Metrics
+	if cfg.Metrics != nil {
+		m = metrics.New(g.Downstreams)
+		g.Instrument(m)
+		mctx, stop := context.WithCancel(ctx)
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			if err := m.Serve(mctx, cfg.Metrics.Listen, log); err != nil {
+				log.Error("metrics endpoint stopped", slog.String("error", err.Error()))
+			}
+		}()
+		defer func() { stop(); <-served }()
+	}
 	g.Start()
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -95,7 +110,7 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 	if *stdioMode {
 		return gatewayStdio(ctx, cfg, g, info, log, e)
 	}
-	srv, err := front.New(front.Options{Config: cfg, Gateway: g, Info: info, Key: key, Logger: log})
+	srv, err := front.New(front.Options{Config: cfg, Gateway: g, Info: info, Key: key, Logger: log, Metrics: m})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "bastion gateway: %v\n", err)
 		return exitUsage

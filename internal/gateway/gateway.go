@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
 	"github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/gateway/discover"
+	"github.com/mcp-bastion/bastion/internal/gateway/metrics"
 	"github.com/mcp-bastion/bastion/internal/gateway/upstream"
 )
 
@@ -43,6 +44,7 @@ type Gateway struct {
 	catalog *catalog.Catalog
 	servers map[string]*downstream
 	order   []string // server names in configuration order
+	metrics *metrics.Metrics
 
 	ctx    context.Context // ends at Close; bounds every walk
 	cancel context.CancelFunc
@@ -83,6 +85,22 @@ func New(cfg *config.Config, log *slog.Logger) *Gateway {
 		g.order = append(g.order, s.Name)
 	}
 	return g
+}
+
+// Instrument records the gateway's work in m; call it before Start.
+func (g *Gateway) Instrument(m *metrics.Metrics) { g.metrics = m }
+
+// Downstreams reports every server for the metrics collector.
+func (g *Gateway) Downstreams() []metrics.Downstream {
+	var out []metrics.Downstream
+	for _, st := range g.Status() {
+		d := metrics.Downstream{Server: st.Name, Up: st.Connected, Tools: st.Tools, Restarts: st.Restarts}
+		if st.Stats != nil {
+			d.Garbage, d.Oversized, d.Unexpected = st.Stats.Garbage.Load(), st.Stats.Oversized.Load(), st.Stats.Unexpected.Load()
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // Catalog returns the catalog.
@@ -304,6 +322,7 @@ func (d *downstream) walk() {
 	if d.g.ctx.Err() != nil {
 		return
 	}
+	d.g.metrics.Walk(d.name, len(res.Trace), res.Err != nil)
 	// The catalog changes before the server counts as settled, so that
 	// a ready gateway offers what it discovered.
 	defer func() {

@@ -13,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
+	"github.com/mcp-bastion/bastion/internal/gateway/metrics"
 	"github.com/mcp-bastion/bastion/internal/gateway/upstream"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/mcp"
@@ -77,6 +78,9 @@ type Call struct {
 	// that token.
 	ProgressToken jsontext.Value
 	Progress      func(params jsontext.Value)
+	// RequestID correlates the gateway's log lines of this call with the
+	// front's; "" for none.
+	RequestID string
 }
 
 // Result is a downstream's tools/call result, parsed: what a front
@@ -94,10 +98,44 @@ type Result struct {
 // fail the schema), or ctx's cause when the caller went away (the
 // downstream is then told the call was cancelled, and the caller gets no
 // answer).
-func (g *Gateway) Invoke(ctx context.Context, c Call) (*Result, error) {
+func (g *Gateway) Invoke(ctx context.Context, c Call) (res *Result, err error) {
+	start := time.Now()
 	t, ok := g.catalog.Snapshot().Lookup(c.Name)
 	if !ok {
+		g.metrics.ToolCall("", metrics.Unknown, "unknown_tool", time.Since(start))
 		return nil, unknownTool(c.Name)
+	}
+	defer func() { g.metrics.ToolCall(t.Server, t.Name, outcome(ctx, res, err), time.Since(start)) }()
+	return g.invoke(ctx, c, t)
+}
+
+// outcome names what became of a call, for the metrics.
+func outcome(ctx context.Context, res *Result, err error) string {
+	var (
+		gwErr  *Error
+		argErr *tool.ArgumentError
+	)
+	switch {
+	case err == nil && res.IsError:
+		return "is_error"
+	case err == nil:
+		return "ok"
+	case errors.As(err, &argErr):
+		return "invalid_arguments"
+	case ctx.Err() != nil:
+		return "cancelled"
+	case errors.As(err, &gwErr) && gwErr.Status == http.StatusGatewayTimeout:
+		return "timeout"
+	case errors.As(err, &gwErr) && (gwErr.Code != CodeBadGateway || bytes.Contains(gwErr.Data, []byte(`"downstream_code"`))):
+		return "downstream_error"
+	}
+	return "bad_gateway"
+}
+
+func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool) (*Result, error) {
+	log := g.log
+	if c.RequestID != "" {
+		log = log.With(slog.String("request_id", c.RequestID))
 	}
 	if err := tool.ValidateValue(t.Input, c.Arguments); err != nil {
 		return nil, err
@@ -114,22 +152,22 @@ func (g *Gateway) Invoke(ctx context.Context, c Call) (*Result, error) {
 	case d.inflight <- struct{}{}:
 		defer func() { <-d.inflight }()
 	case <-dctx.Done():
-		return nil, g.callError(ctx, dctx, t, context.Cause(dctx))
+		return nil, g.callError(ctx, dctx, log, t, context.Cause(dctx))
 	}
 	start := time.Now()
 	res, err := d.conn.Call(dctx, "tools/call", params, upstream.CallOptions{
 		Name: t.Name, ProgressToken: c.ProgressToken, Progress: progressOf(c),
 	})
 	if err != nil {
-		return nil, g.callError(ctx, dctx, t, err)
+		return nil, g.callError(ctx, dctx, log, t, err)
 	}
 	out, perr := parseResult(res)
 	if perr != nil {
-		g.log.Warn("downstream answered tools/call with a malformed result", slog.String("server", t.Server),
+		log.Warn("downstream answered tools/call with a malformed result", slog.String("server", t.Server),
 			slog.String("tool", t.Qualified), slog.String("error", perr.Error()))
 		return nil, badGateway(t.Server, "the server answered with a malformed result", false)
 	}
-	g.log.Debug("tools/call relayed", slog.String("tool", t.Qualified), slog.Bool("is_error", out.IsError),
+	log.Debug("tools/call relayed", slog.String("tool", t.Qualified), slog.Bool("is_error", out.IsError),
 		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
 	return out, nil
 }
@@ -158,13 +196,13 @@ func callParams(t *catalog.Tool, args jsontext.Value) ([]byte, error) {
 }
 
 // callError maps what became of a downstream call to the caller's answer.
-func (g *Gateway) callError(ctx, dctx context.Context, t *catalog.Tool, err error) error {
+func (g *Gateway) callError(ctx, dctx context.Context, log *slog.Logger, t *catalog.Tool, err error) error {
 	var rpcErr *upstream.RPCError
 	switch {
 	case ctx.Err() != nil:
 		return context.Cause(ctx) // the caller went away: no answer
 	case context.Cause(dctx) == errCallTimeout:
-		g.log.Warn("downstream call timed out", slog.String("server", t.Server), slog.String("tool", t.Qualified))
+		log.Warn("downstream call timed out", slog.String("server", t.Server), slog.String("tool", t.Qualified))
 		return badGateway(t.Server, "the server did not answer in time", true)
 	case errors.As(err, &rpcErr):
 		return relayError(t.Server, rpcErr)
@@ -175,7 +213,7 @@ func (g *Gateway) callError(ctx, dctx context.Context, t *catalog.Tool, err erro
 	case errors.Is(err, upstream.ErrRefused):
 		return badGateway(t.Server, "the server refused the request", false)
 	}
-	g.log.Warn("downstream call failed", slog.String("server", t.Server), slog.String("tool", t.Qualified), slog.String("error", err.Error()))
+	log.Warn("downstream call failed", slog.String("server", t.Server), slog.String("tool", t.Qualified), slog.String("error", err.Error()))
 	return badGateway(t.Server, "the server could not be reached", false)
 }
 

@@ -35,6 +35,7 @@ import (
 
 	"github.com/mcp-bastion/bastion/internal/gateway"
 	"github.com/mcp-bastion/bastion/internal/gateway/config"
+	"github.com/mcp-bastion/bastion/internal/gateway/metrics"
 	"github.com/mcp-bastion/bastion/internal/guard"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 )
@@ -47,6 +48,8 @@ type Options struct {
 	// Key seals session ids and cursors: at least 32 bytes.
 	Key    []byte
 	Logger *slog.Logger
+	// Metrics, when set, records every request.
+	Metrics *metrics.Metrics
 }
 
 // Server is the HTTP front.
@@ -57,6 +60,7 @@ type Server struct {
 	lister  *gateway.Lister
 	key     []byte
 	log     *slog.Logger
+	metrics *metrics.Metrics
 	limits  guard.Limits
 	allowed allowedOrigins
 
@@ -87,7 +91,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg: opts.Config, g: opts.Gateway, enc: enc, key: opts.Key, log: log,
+		cfg: opts.Config, g: opts.Gateway, enc: enc, key: opts.Key, log: log, metrics: opts.Metrics,
 		limits: guard.DefaultLimits(), allowed: allowed,
 		lister:   opts.Gateway.NewLister(enc, derive(opts.Key, "cursor")),
 		sessions: newSessions(derive(opts.Key, "session"), opts.Config.Sessions.TTL.D()),

@@ -3,6 +3,7 @@ package front
 import (
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -42,6 +43,10 @@ type exchange struct {
 	sess    session // legacy, once opened
 	// sessionID is the id minted by this exchange's initialize.
 	sessionID string
+	// method is the metrics label of what was posted.
+	method string
+	// rid correlates the log lines of this request.
+	rid string
 	// sse says the answer is an event stream; w is then written as
 	// events come.
 	acceptJSON, acceptSSE bool
@@ -57,7 +62,10 @@ type reply struct {
 func (s *Server) mcp(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodPost:
-		s.post(w, r)
+		start := time.Now()
+		rw := &statusWriter{ResponseWriter: w}
+		x := s.post(rw, r)
+		s.metrics.Request(x.method, strconv.Itoa(rw.code()), time.Since(start))
 	case http.MethodGet:
 		s.get(w, r)
 	case http.MethodDelete:
@@ -80,18 +88,20 @@ func writeError(w http.ResponseWriter, status int, e *jsonrpc.Error, notificatio
 	w.Write(append(jsonrpc.AppendErrorEchoingID(nil, e), '\n'))
 }
 
-func (s *Server) post(w http.ResponseWriter, r *http.Request) {
+// post answers one POST and returns its exchange (for the metrics: the
+// method label).
+func (s *Server) post(w http.ResponseWriter, r *http.Request) *exchange {
+	x := &exchange{s: s, r: r, method: "(unread)", rid: requestID()}
 	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
 		writeError(w, http.StatusUnsupportedMediaType, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: "Invalid request: the body must be application/json"}, false)
-		return
+		return x
 	}
-	x := &exchange{s: s, r: r}
 	x.acceptJSON, x.acceptSSE = accepts(r.Header.Values("Accept"))
 	if !x.acceptJSON && !x.acceptSSE {
 		writeError(w, http.StatusNotAcceptable, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: "Invalid request: Accept must allow application/json or text/event-stream"}, false)
-		return
+		return x
 	}
 	limit := int64(s.cfg.Limits.Body)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
@@ -101,54 +111,55 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusRequestEntityTooLarge, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 				Message: fmt.Sprintf("Invalid request: the body exceeds %d bytes", limit),
 				Data:    fmt.Appendf(nil, `{"max_body_bytes":%d}`, limit)}, false)
-			return
+			return x
 		}
-		return // the client went away
+		return x // the client went away
 	}
 	f := jsonrpc.DecodeFrame(body)
+	x.method = methodLabel(f)
 	if len(f.Items) == 1 && f.Items[0].Err != nil && f.Items[0].Err.Code == jsonrpc.CodeParseError {
 		writeError(w, http.StatusBadRequest, f.Items[0].Err, false)
-		return
+		return x
 	}
 	if st, e, notification := x.era(f); e != nil {
 		writeError(w, st, e, notification)
-		return
+		return x
 	}
 	if f.Batch {
 		x.batch(w, f)
-		return
+		return x
 	}
 	it := f.Items[0]
 	if it.Err != nil {
 		writeError(w, http.StatusBadRequest, it.Err, it.Err.NoReply)
-		return
+		return x
 	}
 	m := it.Msg
 	if m.Kind != jsonrpc.KindRequest {
 		x.notification(m)
 		w.WriteHeader(http.StatusAccepted)
-		return
+		return x
 	}
 	if x.modern {
 		if st, e := x.headersAgree(m); e != nil {
 			writeError(w, st, e, false)
-			return
+			return x
 		}
 	}
 	if x.modern && m.Method == "subscriptions/listen" {
 		x.listen(w, m)
-		return
+		return x
 	}
 	if x.acceptSSE && (!x.acceptJSON || (m.Method == "tools/call" && hasProgressToken(m.Params))) {
 		x.stream(w, m)
-		return
+		return x
 	}
 	rep := x.request(r.Context(), m, nil)
 	if rep.msg == nil {
 		// Cancelled: the request gets no JSON-RPC response, and the
 		// HTTP exchange ends with no body.
 		w.WriteHeader(http.StatusNoContent)
-		return
+		return x
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if m.Method == "initialize" && x.sess.nonce != "" {
@@ -156,6 +167,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(rep.status)
 	w.Write(append(rep.msg, '\n'))
+	return x
 }
 
 // accepts reads the Accept header: which of the two answer forms the
@@ -429,7 +441,7 @@ func (x *exchange) initialize(m *jsonrpc.Message) reply {
 	v := mcp.Negotiate(*p.ProtocolVersion)
 	id, sess := x.s.sessions.mint(v)
 	x.sess, x.version, x.sessionID = sess, v, id
-	x.s.log.Info("session initialized", slog.String("protocol_version", v))
+	x.s.log.Info("session initialized", slog.String("request_id", x.rid), slog.String("protocol_version", v))
 	return reply{msg: jsonrpc.AppendResult(nil, m.ID, x.s.enc.Initialize(v)), status: http.StatusOK}
 }
 
@@ -482,7 +494,7 @@ func (x *exchange) call(ctx context.Context, m *jsonrpc.Message, progress func(j
 		}
 		defer s.calls.remove(k)
 	}
-	c := gateway.Call{Name: *p.Name, Arguments: args}
+	c := gateway.Call{Name: *p.Name, Arguments: args, RequestID: x.rid}
 	if tok := tokenOf(p.Meta); tok != nil && progress != nil {
 		c.ProgressToken, c.Progress = tok, progress
 	}
@@ -490,7 +502,7 @@ func (x *exchange) call(ctx context.Context, m *jsonrpc.Message, progress func(j
 	res, err := s.g.Invoke(ctx, c)
 	outcome := "ok"
 	defer func() {
-		s.log.Info("tools/call", slog.String("tool", problem.Cap(*p.Name)), slog.String("id", m.ID.String()),
+		s.log.Info("tools/call", slog.String("request_id", x.rid), slog.String("tool", problem.Cap(*p.Name)), slog.String("id", problem.Cap(m.ID.String())),
 			slog.String("outcome", outcome), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
 	}()
 	var (
@@ -514,7 +526,7 @@ func (x *exchange) call(ctx context.Context, m *jsonrpc.Message, progress func(j
 		return reply{} // the client cancelled or went away: no answer
 	}
 	outcome = "internal_error"
-	s.log.Error("tools/call failed", slog.String("error", err.Error()))
+	s.log.Error("tools/call failed", slog.String("request_id", x.rid), slog.String("error", err.Error()))
 	return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError, "Internal error")), status: http.StatusInternalServerError}
 }
 
@@ -772,4 +784,67 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n]
+}
+
+// knownMethods are the method labels of the metrics; any other method is
+// "(other)", so that callers cannot grow the label set.
+var knownMethods = map[string]bool{
+	"initialize": true, "ping": true, "server/discover": true, "tools/list": true, "tools/call": true,
+	"subscriptions/listen": true, "notifications/initialized": true, "notifications/cancelled": true,
+}
+
+func methodLabel(f jsonrpc.Frame) string {
+	switch {
+	case f.Batch:
+		return "(batch)"
+	case len(f.Items) != 1 || f.Items[0].Msg == nil:
+		return "(invalid)"
+	case f.Items[0].Msg.Kind == jsonrpc.KindResponse:
+		return "(response)"
+	case knownMethods[f.Items[0].Msg.Method]:
+		return f.Items[0].Msg.Method
+	}
+	return "(other)"
+}
+
+// statusWriter remembers the status an answer was given.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush lets an SSE answer through the wrapper.
+func (w *statusWriter) Flush() {
+	if fl, ok := w.ResponseWriter.(http.Flusher); ok {
+		fl.Flush()
+	}
+}
+
+// Unwrap is for http.ResponseController.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+// requestID returns a fresh correlation id for one request's log lines.
+func requestID() string {
+	return hex.EncodeToString(newNonce()[:8])
 }
