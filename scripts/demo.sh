@@ -2,7 +2,9 @@
 # README "Run": builds bastion, starts a throwaway PostgreSQL with the sample
 # dataset (installing the server package when it is missing), serves the
 # sample files in testdata/demo-data, and drives a real MCP exchange with
-# `bastion serve` over stdio, printing both sides.
+# `bastion serve` over stdio, printing both sides; then runs bastion gateway
+# in front of examples/refund and bastion serve (the shipped example
+# configuration) and drives it over Streamable HTTP with curl.
 set -euo pipefail
 export GOTOOLCHAIN=go1.26.10
 cd "$(dirname "$0")/.."
@@ -35,3 +37,46 @@ printf '%s\n' "${requests[@]}"
 echo
 echo "== bastion serve -> client (server logs: bin/demo.log)"
 printf '%s\n' "${requests[@]}" | MCP_LOG_FORMAT=text MCP_SQL_DSN="$dsn" MCP_SAFE_DATA_DIR="$PWD/testdata/demo-data" bin/bastion serve 2>bin/demo.log
+
+# The gateway in front of the two shipped servers (examples/refund and
+# bastion serve, both over stdio), configured by the shipped example on a
+# free port, answering over Streamable HTTP.
+go build -o bin/refund ./examples/refund
+port=$(( 20000 + RANDOM % 20000 ))
+sed "s/127\.0\.0\.1:8080/127.0.0.1:$port/g" examples/gateway/gateway.yaml >bin/demo-gateway.yaml
+export MCP_GATEWAY_SESSION_KEY
+MCP_GATEWAY_SESSION_KEY=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+MCP_SQL_DSN="$dsn" bin/bastion gateway --config bin/demo-gateway.yaml 2>bin/demo-gateway.log &
+gateway=$!
+trap 'kill -TERM "$gateway" 2>/dev/null || true; wait "$gateway" 2>/dev/null || true; exec {DB[1]}>&- 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+url="http://127.0.0.1:$port/mcp"
+for _ in $(seq 100); do
+  curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || { echo "demo: the gateway did not become ready; see bin/demo-gateway.log" >&2; exit 1; }
+
+# post METHOD NAME BODY: one stateless 2026-07-28 request, its headers
+# mirroring the body.
+post() {
+  local method=$1 name=$2 body=$3
+  echo "-> $body"
+  printf '<- '
+  curl -sS -X POST "$url" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+    -H 'MCP-Protocol-Version: 2026-07-28' -H "Mcp-Method: $method" ${name:+-H "Mcp-Name: $name"} -d "$body"
+}
+meta='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
+
+echo
+echo "== client -> bastion gateway -> refund and bastion serve (Streamable HTTP at $url; gateway logs: bin/demo-gateway.log)"
+post tools/list "" '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{'"$meta"'}}'
+post tools/call refund.get_customer_record '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"refund.get_customer_record","arguments":{"customer_id":"CUST-00001"},'"$meta"'}}'
+post tools/call db.read_only_sql '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"db.read_only_sql","arguments":{"query":"SELECT full_name FROM reporting.customers ORDER BY 1","max_rows":2},'"$meta"'}}'
+post tools/call db.read_only_sql '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"db.read_only_sql","arguments":{"query":"COMMIT; DROP SCHEMA reporting CASCADE;"},'"$meta"'}}'
+post tools/call refund.trigger_refund '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"refund.trigger_refund","arguments":{"customer_id":"CUST-00001","amount":"10.0","reason":"a string is not an amount"},'"$meta"'}}'
+post tools/call read_only_sql '{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"read_only_sql","arguments":{},'"$meta"'}}'
+post tools/call "" '{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{'"$meta"'}}'
+kill -TERM "$gateway"
+wait "$gateway"
+echo
+echo "== bastion gateway stopped (SIGTERM): its children were shut down with it"
