@@ -152,6 +152,7 @@ func TestSignalInterruptsStartup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	accepted := make(chan struct{}, 4)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -159,6 +160,7 @@ func TestSignalInterruptsStartup(t *testing.T) {
 				return
 			}
 			defer c.Close() // hold it open, say nothing
+			accepted <- struct{}{}
 		}
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
@@ -172,7 +174,14 @@ func TestSignalInterruptsStartup(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(300 * time.Millisecond)
+		// The server is starting once it connects to the database (a
+		// fixed sleep was not enough for a -race binary on a busy machine:
+		// the signal came before main, and killed it).
+		select {
+		case <-accepted:
+		case <-time.After(waitLimit):
+			t.Fatalf("bastion %s never connected to the database", strings.Join(args, " "))
+		}
 		sent := time.Now()
 		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 			t.Fatal(err)

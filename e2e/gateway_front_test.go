@@ -50,6 +50,8 @@ func TestGatewayFrontRefusals(t *testing.T) {
 		{"legacy request without a session", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, 400, -32600},
 		{"forged session id", map[string]string{"Mcp-Session-Id": "Zm9yZ2Vk"}, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, 404, -32600},
 		{"batch without a session", nil, `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, 400, -32600},
+		{"fractional id", modernHeaders("tools/list", ""), `{"jsonrpc":"2.0","id":1.5,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, 400, -32600},
+		{"null id", modernHeaders("tools/list", ""), `{"jsonrpc":"2.0","id":null,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, 400, -32600},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := map[string]string{}
@@ -139,6 +141,22 @@ func TestGatewayLegacySessions(t *testing.T) {
 	r2, _ := g.post(ctxT(t), map[string]string{"Mcp-Session-Id": s2.id, "MCP-Protocol-Version": "2025-06-18"}, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
 	if r2.status != 400 {
 		t.Errorf("a session used with another version: HTTP %d %s", r2.status, r2.body)
+	}
+
+	// A session id altered in any byte, or sealed with another key, is
+	// no session.
+	raw, err := base64.RawURLEncoding.DecodeString(s2.id)
+	if err != nil {
+		t.Fatalf("session id %q is not base64url: %v", s2.id, err)
+	}
+	for _, i := range []int{0, len(raw) / 2, len(raw) - 1} {
+		bad := append([]byte(nil), raw...)
+		bad[i] ^= 1
+		r, _ := g.post(ctxT(t), map[string]string{"Mcp-Session-Id": base64.RawURLEncoding.EncodeToString(bad), "MCP-Protocol-Version": s2.version},
+			`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		if r.status != 404 {
+			t.Errorf("session id with byte %d altered: HTTP %d %s", i, r.status, r.body)
+		}
 	}
 
 	req, _ := http.NewRequest(http.MethodDelete, g.url, nil)
