@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mutation check for the defences of bastion serve (DESIGN.md: "every
+# Mutation check for the defences of bastion serve and bastion gateway (DESIGN.md: "every
 # defence has a test that fails when the defence is removed; a script runs
 # those mutations and reports which survive").
 #
@@ -67,7 +67,10 @@ edit() {
 # status, or 3 when the tests do not compile.
 run_tests() {
 	local pkg=$1 run=$2 log=$3
-	if ! (cd "$tree" && go vet "$pkg") >"$log" 2>&1; then
+	# The whole tree must build: a mutant in a binary that the tests
+	# build themselves (the e2e tests build bastion) would otherwise fail
+	# them at start-up and count as killed.
+	if ! (cd "$tree" && go build ./... && go vet "$pkg") >"$log" 2>&1; then
 		return 3
 	fi
 	local -a skip=()
@@ -336,6 +339,93 @@ mutate validity-first "the pending cap is checked before the call's own validity
 	'\tt, args, msg := ss\.judgeCall\(m, version\)\n\tif msg != nil \{\n\t\tr\.send\(msg\)\n\t\treturn\n\t\}\n\tss\.mu\.Lock\(\)\n' \
 	'\tss.mu.Lock()\n\tif len(ss.inflight) >= ss.srv.opts.MaxPending {\n\t\tss.mu.Unlock()\n\t\tr.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.AppendCallProblem(nil, version, problem.New(problem.ConcurrencyLimit, "full"))))\n\t\treturn\n\t}\n\tss.mu.Unlock()\n\tt, args, msg := ss.judgeCall(m, version)\n\tif msg != nil {\n\t\tr.send(msg)\n\t\treturn\n\t}\n\tss.mu.Lock()\n' \
 	-- "$sessionpkg"
+
+# The gateway (bastion gateway): its front, its invoke path, its
+# connectors and its discovery.
+gwpkg=./internal/gateway
+uppkg=./internal/gateway/upstream
+e2epkg=./e2e
+
+mutate gw-host-check "the front accepts any Host (DNS rebinding)" \
+	internal/gateway/front/front.go \
+	'if !s\.allowed\.hosts\[strings\.ToLower\(r\.Host\)\] \{' \
+	'if false && !s.allowed.hosts[strings.ToLower(r.Host)] {' \
+	-- "$e2epkg" 'TestGatewayFrontRefusals'
+
+mutate gw-origin-check "the front accepts any Origin" \
+	internal/gateway/front/front.go \
+	'if o := r\.Header\.Get\("Origin"\); o != "" && strings\.ToLower\(o\) != s\.allowed\.origin \{' \
+	'if o := r.Header.Get("Origin"); false && o != "" && strings.ToLower(o) != s.allowed.origin {' \
+	-- "$e2epkg" 'TestGatewayFrontRefusals'
+
+mutate gw-header-mirror "Mcp-Name is not compared with params.name" \
+	internal/gateway/front/mcp.go \
+	'if len\(h\.Values\(hdrName\)\) != 1 \|\| !ok \|\| got != \*p\.Name \{' \
+	'if false && (len(h.Values(hdrName)) != 1 || !ok || got != *p.Name) {' \
+	-- "$e2epkg" 'TestGatewayFrontRefusals'
+
+mutate gw-session-seal "a legacy session id is not checked against its seal" \
+	internal/gateway/front/sessions.go \
+	'if !hmac\.Equal\(hmacSum\(s\.key, body\)\[:16\], mac\) \{' \
+	'if false && !hmac.Equal(hmacSum(s.key, body)[:16], mac) {' \
+	-- "$e2epkg" 'TestGatewayLegacySessions'
+
+mutate gw-cancel-scope "any session may cancel any session's call" \
+	internal/gateway/front/mcp.go \
+	'x\.s\.calls\.cancel\(callKey\{session: x\.sess\.nonce, id: string\(p\.RequestID\)\}\)' \
+	'x.s.calls.cancelAny(string(p.RequestID))' \
+	internal/gateway/front/front.go \
+	'var errPeerCancelled = ' \
+	'func (c *calls) cancelAny(id string) {\n\tc.mu.Lock()\n\tdefer c.mu.Unlock()\n\tfor k, cancel := range c.m {\n\t\tif k.id == id {\n\t\t\tcancel(errPeerCancelled)\n\t\t}\n\t}\n}\n\nvar errPeerCancelled = ' \
+	-- "$e2epkg" 'TestGatewayCancellation'
+
+mutate gw-cursor-seal "the gateway's tools/list cursors are not checked against their seal" \
+	internal/gateway/list.go \
+	'if !hmac\.Equal\(m\.Sum\(nil\)\[:16\], b\[16:\]\) \{' \
+	'if false && !hmac.Equal(m.Sum(nil)[:16], b[16:]) {' \
+	-- "$gwpkg" 'TestListerCursors'
+
+mutate gw-argument-schema "arguments are not checked against the tool's input schema" \
+	internal/gateway/invoke.go \
+	'if err := tool\.ValidateValue\(t\.Input, c\.Arguments\); err != nil \{' \
+	'if err := tool.ValidateValue(t.Input, c.Arguments); false && err != nil {' \
+	-- "$gwpkg" 'TestInvokeValidatesArguments'
+
+mutate gw-relay-codes "every downstream error code is relayed as the gateway's own" \
+	internal/gateway/invoke.go \
+	'case jsonrpc\.CodeParseError, jsonrpc\.CodeInvalidRequest, jsonrpc\.CodeMethodNotFound, jsonrpc\.CodeInvalidParams, jsonrpc\.CodeInternalError:' \
+	'case e.Code:' \
+	-- "$gwpkg" 'TestRelayError'
+
+mutate gw-metrics-labels "a caller's unknown tool name becomes a metrics label" \
+	internal/gateway/invoke.go \
+	'g\.metrics\.ToolCall\("", metrics\.Unknown, "unknown_tool", time\.Since\(start\)\)' \
+	'g.metrics.ToolCall("", c.Name+metrics.Unknown[:0], "unknown_tool", time.Since(start))' \
+	-- "$e2epkg" 'TestGatewayMetrics'
+
+mutate gw-cycle "discovery does not notice a repeated cursor" \
+	internal/gateway/discover/discover.go \
+	'\t\tif seen\[next\.value\] \{' \
+	'\t\tif false && seen[next.value] {' \
+	-- ./internal/gateway/discover
+
+mutate gw-progress-token "the downstream's progress token reaches the caller untranslated" \
+	internal/gateway/upstream/client.go \
+	'params, err := replaceProgressToken\(m\.Params, p\.token\)' \
+	'params, err := jsontext.Value(m.Params), error(nil)' \
+	-- "$uppkg" 'TestProgressTranslated'
+
+mutate gw-explicit-env "a stdio child inherits the gateway's environment" \
+	internal/gateway/upstream/stdio.go \
+	'cmd\.Env = \[\]string\{"PATH=" \+ os\.Getenv\("PATH"\)\}' \
+	'cmd.Env = os.Environ()' \
+	-- "$uppkg" 'TestExplicitEnvironment'
+
+mutate gw-sigkill "a child that ignores SIGTERM is not killed" \
+	internal/gateway/upstream/stdio.go \
+	'for _, sig := range \[\]syscall\.Signal\{0, syscall\.SIGTERM, syscall\.SIGKILL\} \{' \
+	'for _, sig := range []syscall.Signal{0, syscall.SIGTERM} {' \
+	-- "$uppkg" 'TestShutdownKillsProcessThatIgnoresTerm'
 
 echo
 echo "== summary"
