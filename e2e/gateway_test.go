@@ -142,19 +142,22 @@ func TestGatewayCancellation(t *testing.T) {
 		s := g.legacy("2025-11-25")
 		before := strings.Count(log(), `"fixture":"cancelled"`)
 		done := make(chan httpReply, 1)
+		// The id is long and written with an escape; the cancellation
+		// names the same id in another spelling, as JSON allows.
+		long := strings.Repeat("x", 70)
 		go func() {
-			done <- s.post(context.Background(), `{"jsonrpc":"2.0","id":"c-1","method":"tools/call","params":{"name":"fx.hang","arguments":{}}}`)
+			done <- s.post(context.Background(), `{"jsonrpc":"2.0","id":"c-`+long+`\u00e9","method":"tools/call","params":{"name":"fx.hang","arguments":{}}}`)
 		}()
 		waitUntil(t, "the call reaches the downstream", func() bool { return strings.Count(log(), `"name":"hang"`) >= 1 })
 		// Another session cannot cancel it.
 		other := g.legacy("2025-11-25")
-		other.post(ctxT(t), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c-1"}}`)
+		other.post(ctxT(t), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c-`+long+`é"}}`)
 		select {
 		case r := <-done:
 			t.Fatalf("another session's cancellation ended the call: %d %s", r.status, r.body)
 		case <-time.After(300 * time.Millisecond):
 		}
-		s.post(ctxT(t), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c-1","reason":"user"}}`)
+		s.post(ctxT(t), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c-`+long+`é","reason":"user"}}`)
 		var r httpReply
 		select {
 		case r = <-done:

@@ -348,14 +348,14 @@ e2epkg=./e2e
 
 mutate gw-host-check "the front accepts any Host (DNS rebinding)" \
 	internal/gateway/front/front.go \
-	'if !s\.allowed\.hosts\[strings\.ToLower\(r\.Host\)\] \{' \
-	'if false && !s.allowed.hosts[strings.ToLower(r.Host)] {' \
+	'if !s\.allowed\.hosts\[asciiLower\(r\.Host\)\] \{' \
+	'if false && !s.allowed.hosts[asciiLower(r.Host)] {' \
 	-- "$e2epkg" 'TestGatewayFrontRefusals'
 
 mutate gw-origin-check "the front accepts any Origin" \
 	internal/gateway/front/front.go \
-	'if o := r\.Header\.Get\("Origin"\); o != "" && strings\.ToLower\(o\) != s\.allowed\.origin \{' \
-	'if o := r.Header.Get("Origin"); false && o != "" && strings.ToLower(o) != s.allowed.origin {' \
+	'if o := r\.Header\.Get\("Origin"\); o != "" && asciiLower\(o\) != s\.allowed\.origin \{' \
+	'if o := r.Header.Get("Origin"); false && o != "" && asciiLower(o) != s.allowed.origin {' \
 	-- "$e2epkg" 'TestGatewayFrontRefusals'
 
 mutate gw-header-mirror "Mcp-Name is not compared with params.name" \

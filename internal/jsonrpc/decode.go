@@ -195,7 +195,7 @@ func decodeObject(d *jsontext.Decoder) (msg *Message, perr, verr *Error) {
 			}
 		case "id":
 			seen |= hasID
-			id, ok := parseID(val)
+			id, ok := ParseID(val)
 			if !ok {
 				idValid = false
 				rawID = bytes.Clone(val)
@@ -299,9 +299,11 @@ func methodValue(v jsontext.Value) (string, bool) {
 	return stringValue(v)
 }
 
-// parseID accepts a string or an integer written without fraction,
-// exponent or negative zero, within int64.
-func parseID(v jsontext.Value) (ID, bool) {
+// ParseID reads a request id as the decoder does: a string, or an integer
+// written without fraction, exponent or negative zero, within int64. A
+// notifications/cancelled requestId is read with it, so that it names
+// the same id its request did.
+func ParseID(v jsontext.Value) (ID, bool) {
 	switch v.Kind() {
 	case '"':
 		s, ok := stringValue(v)

@@ -169,7 +169,7 @@ func (ss *Session) cancelCall(params []byte) {
 		ss.log.Debug("ignoring malformed cancellation")
 		return
 	}
-	id, ok := requestID(p.RequestID)
+	id, ok := jsonrpc.ParseID(p.RequestID)
 	if !ok {
 		ss.log.Debug("ignoring cancellation with an invalid request id")
 		return
@@ -182,24 +182,6 @@ func (ss *Session) cancelCall(params []byte) {
 	}
 	ss.mu.Unlock()
 	ss.log.Debug("cancellation", slog.String("id", id.String()), slog.Bool("in_flight", found))
-}
-
-func requestID(v jsontext.Value) (jsonrpc.ID, bool) {
-	switch v.Kind() {
-	case '"':
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			return jsonrpc.ID{}, false
-		}
-		return jsonrpc.StringID(s), true
-	case '0':
-		n, err := strconv.ParseInt(string(v), 10, 64)
-		if err != nil {
-			return jsonrpc.ID{}, false
-		}
-		return jsonrpc.Int64ID(n), true
-	}
-	return jsonrpc.ID{}, false
 }
 
 // runCall is the task of one tools/call.

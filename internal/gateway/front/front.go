@@ -29,7 +29,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +36,7 @@ import (
 	"github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/gateway/metrics"
 	"github.com/mcp-bastion/bastion/internal/guard"
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 )
 
@@ -209,8 +209,8 @@ func allowedFor(cfg *config.Config) (allowedOrigins, error) {
 	if err != nil {
 		return allowedOrigins{}, fmt.Errorf("front: public_url: %w", err)
 	}
-	a := allowedOrigins{hosts: map[string]bool{strings.ToLower(u.Host): true}, origin: strings.ToLower(u.Scheme + "://" + u.Host)}
-	a.hosts[strings.ToLower(cfg.Listen)] = true
+	a := allowedOrigins{hosts: map[string]bool{asciiLower(u.Host): true}, origin: asciiLower(u.Scheme + "://" + u.Host)}
+	a.hosts[asciiLower(cfg.Listen)] = true
 	return a, nil
 }
 
@@ -218,18 +218,31 @@ func allowedFor(cfg *config.Config) (allowedOrigins, error) {
 // origin, or one reached through a rebound DNS name, gets 403.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.allowed.hosts[strings.ToLower(r.Host)] {
+		if !s.allowed.hosts[asciiLower(r.Host)] {
 			s.log.Warn("request refused: Host is not the gateway's", slog.String("remote", r.RemoteAddr))
 			http.Error(w, "Forbidden: Host is not this gateway's public address", http.StatusForbidden)
 			return
 		}
-		if o := r.Header.Get("Origin"); o != "" && strings.ToLower(o) != s.allowed.origin {
+		if o := r.Header.Get("Origin"); o != "" && asciiLower(o) != s.allowed.origin {
 			s.log.Warn("request refused: Origin is not the gateway's", slog.String("remote", r.RemoteAddr))
 			http.Error(w, "Forbidden: Origin is not this gateway's", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// asciiLower folds ASCII letters only: strings.ToLower would also fold
+// look-alikes such as U+212A KELVIN SIGN into "k", letting a foreign
+// Host or Origin match.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -257,7 +270,7 @@ type calls struct {
 
 type callKey struct {
 	session string
-	id      string
+	id      jsonrpc.ID
 }
 
 func newCalls() *calls { return &calls{m: map[callKey]context.CancelCauseFunc{}} }

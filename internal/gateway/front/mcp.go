@@ -357,8 +357,10 @@ func (x *exchange) notification(m *jsonrpc.Message) {
 		var p struct {
 			RequestID jsontext.Value `json:"requestId"`
 		}
-		if json.Unmarshal(m.Params, &p) == nil && p.RequestID != nil {
-			x.s.calls.cancel(callKey{session: x.sess.nonce, id: string(p.RequestID)})
+		if json.Unmarshal(m.Params, &p) == nil {
+			if id, ok := jsonrpc.ParseID(p.RequestID); ok {
+				x.s.calls.cancel(callKey{session: x.sess.nonce, id: id})
+			}
 		}
 	}
 	// notifications/initialized, unknown notifications and responses
@@ -487,7 +489,7 @@ func (x *exchange) call(ctx context.Context, m *jsonrpc.Message, progress func(j
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if x.sess.nonce != "" {
-		k := callKey{session: x.sess.nonce, id: m.ID.String()}
+		k := callKey{session: x.sess.nonce, id: m.ID}
 		if !s.calls.add(k, cancel) {
 			return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
 				"Invalid request: a request with this id is already in flight")), status: http.StatusBadRequest}
@@ -716,7 +718,7 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 		}
 		defer x.s.sessions.unstream("", ch)
 	}
-	sub := `{"io.modelcontextprotocol/subscriptionId":` + m.ID.String() + `}`
+	sub := `{"io.modelcontextprotocol/subscriptionId":` + string(m.ID.AppendJSON(nil)) + `}`
 	ev := startEvents(w)
 	ack := `{}`
 	if tools {
@@ -775,7 +777,11 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Not Found: the session does not exist or has ended", http.StatusNotFound)
 		return
 	}
-	s.sessions.revoke(sess)
+	if !s.sessions.revoke(sess) {
+		s.log.Warn("a session could not be ended: too many sessions were ended within their lifetime")
+		http.Error(w, "Service Unavailable: the session cannot be ended now; it ends when it expires", http.StatusServiceUnavailable)
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

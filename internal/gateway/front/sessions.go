@@ -34,7 +34,7 @@ type session struct {
 
 // Limits of what sessions hold.
 const (
-	maxRevoked          = 100_000
+	maxRevoked          = 1_000_000
 	maxStreams          = 1024
 	maxStreamsPerClient = 4
 )
@@ -97,8 +97,10 @@ func (s *sessions) open(id string) (session, error) {
 }
 
 // revoke ends a session: its id is refused from now on, and its streams
-// close.
-func (s *sessions) revoke(ss session) {
+// close. It reports false, and ends nothing, when the revocations still
+// running fill their bound: a DELETE is then refused rather than
+// answered as done while the id stays valid.
+func (s *sessions) revoke(ss session) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -109,14 +111,16 @@ func (s *sessions) revoke(ss session) {
 			}
 		}
 	}
-	if len(s.revoked) < maxRevoked {
-		s.revoked[ss.nonce] = ss.issued.Add(s.ttl)
+	if len(s.revoked) >= maxRevoked {
+		return false
 	}
+	s.revoked[ss.nonce] = ss.issued.Add(s.ttl)
 	for ch := range s.streams[ss.nonce] {
 		close(ch)
 		s.nstream--
 	}
 	delete(s.streams, ss.nonce)
+	return true
 }
 
 // stream registers a notification stream under key (a session's nonce,
