@@ -18,6 +18,11 @@ if [ -f e2e/clients/ts/package-lock.json ]; then
   npm ci --prefix e2e/clients/ts --no-audit --no-fund --loglevel=error
 fi
 
+if [ -f e2e/clients/conformance/package-lock.json ]; then
+  step "MCP conformance suite (npm ci)"
+  npm ci --prefix e2e/clients/conformance --no-audit --no-fund --loglevel=error
+fi
+
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*'))
 if [ -n "$unformatted" ]; then
