@@ -179,3 +179,27 @@ func appendCompact(dst []byte, v jsontext.Value) []byte {
 	}
 	return append(dst, c...)
 }
+
+// ProgressToken reads a request's _meta.progressToken: a string or an
+// integer within int64, as the spec allows; anything else (absent, null,
+// fractional, an object) is nil, and the request then gets no progress.
+func ProgressToken(meta jsontext.Value) jsontext.Value {
+	if meta == nil {
+		return nil
+	}
+	var m struct {
+		Token jsontext.Value `json:"progressToken"`
+	}
+	if json.Unmarshal(meta, &m) != nil {
+		return nil
+	}
+	switch m.Token.Kind() {
+	case '"':
+		return m.Token
+	case '0':
+		if _, err := strconv.ParseInt(string(m.Token), 10, 64); err == nil {
+			return m.Token
+		}
+	}
+	return nil
+}

@@ -114,30 +114,7 @@ func (ss *Session) judgeCall(m *jsonrpc.Message, version string) (t tool.Tool, a
 		}
 		return nil, nil, nil, ss.argumentError(m.ID, version, pr)
 	}
-	return t, args, progressToken(p.Meta), nil
-}
-
-// progressToken reads _meta.progressToken of a call: a string or an
-// integer, or nil.
-func progressToken(meta jsontext.Value) jsontext.Value {
-	if meta == nil {
-		return nil
-	}
-	var m struct {
-		Token jsontext.Value `json:"progressToken"`
-	}
-	if json.Unmarshal(meta, &m) != nil {
-		return nil
-	}
-	if k := m.Token.Kind(); k == '"' || (k == '0' && isInteger(m.Token)) {
-		return m.Token
-	}
-	return nil
-}
-
-func isInteger(v jsontext.Value) bool {
-	_, err := strconv.ParseInt(string(v), 10, 64)
-	return err == nil
+	return t, args, mcp.ProgressToken(p.Meta), nil
 }
 
 // sendProgress writes one notifications/progress to the client. Progress

@@ -150,7 +150,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) *exchange {
 		x.listen(w, m)
 		return x
 	}
-	if x.acceptSSE && (!x.acceptJSON || (m.Method == "tools/call" && hasProgressToken(m.Params))) {
+	if x.acceptSSE && (!x.acceptJSON || (m.Method == "tools/call" && callProgressToken(m.Params) != nil)) {
 		x.stream(w, m)
 		return x
 	}
@@ -331,24 +331,15 @@ func metaVersion(params []byte) (string, bool) {
 	return *p.Meta.Version, true
 }
 
-func hasProgressToken(params []byte) bool {
+// callProgressToken is the progress token of a request's params.
+func callProgressToken(params []byte) jsontext.Value {
 	var p struct {
-		Meta struct {
-			Token jsontext.Value `json:"progressToken"`
-		} `json:"_meta"`
+		Meta jsontext.Value `json:"_meta"`
 	}
-	return params != nil && json.Unmarshal(params, &p) == nil && progressTokenValue(p.Meta.Token) != nil
-}
-
-func progressTokenValue(v jsontext.Value) jsontext.Value {
-	if k := v.Kind(); k == '"' {
-		return v
-	} else if k == '0' {
-		if _, err := strconv.ParseInt(string(v), 10, 64); err == nil {
-			return v
-		}
+	if params == nil || json.Unmarshal(params, &p) != nil {
+		return nil
 	}
-	return nil
+	return mcp.ProgressToken(p.Meta)
 }
 
 // notification handles a notification or a response from the client.
@@ -497,7 +488,7 @@ func (x *exchange) call(ctx context.Context, m *jsonrpc.Message, progress func(j
 		defer s.calls.remove(k)
 	}
 	c := gateway.Call{Name: *p.Name, Arguments: args, RequestID: x.rid}
-	if tok := tokenOf(p.Meta); tok != nil && progress != nil {
+	if tok := mcp.ProgressToken(p.Meta); tok != nil && progress != nil {
 		c.ProgressToken, c.Progress = tok, progress
 	}
 	start := time.Now()
@@ -530,19 +521,6 @@ func (x *exchange) call(ctx context.Context, m *jsonrpc.Message, progress func(j
 	outcome = "internal_error"
 	s.log.Error("tools/call failed", slog.String("request_id", x.rid), slog.String("error", err.Error()))
 	return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError, "Internal error")), status: http.StatusInternalServerError}
-}
-
-func tokenOf(meta jsontext.Value) jsontext.Value {
-	if meta == nil {
-		return nil
-	}
-	var m struct {
-		Token jsontext.Value `json:"progressToken"`
-	}
-	if json.Unmarshal(meta, &m) != nil {
-		return nil
-	}
-	return progressTokenValue(m.Token)
 }
 
 // argumentError answers arguments the sanitizer or the schema refused, in
