@@ -15,8 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/mcp-bastion/bastion/internal/mcp"
 )
 
@@ -51,15 +49,12 @@ var errSessionGone = errors.New("upstream: the downstream's session expired")
 // background until it succeeds, and again when the server forgets the
 // session (404). Its goroutines are waited for by Close.
 type HTTPServer struct {
-	opts  HTTPOptions
-	log   *slog.Logger
-	http  *http.Client
-	stats Stats
+	opts HTTPOptions
+	log  *slog.Logger
+	http *http.Client
+	conn
 
-	mu        sync.Mutex
-	client    *Client
-	sessionID string
-	restarts  int
+	sessionID string // under mu
 
 	expired chan struct{} // a session was found gone
 	stop    chan struct{}
@@ -91,45 +86,10 @@ func NewHTTP(opts HTTPOptions) *HTTPServer {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	s := &HTTPServer{opts: opts, log: log.With(slog.String("server", opts.Name)), http: hc,
+	s := &HTTPServer{opts: opts, log: log.With(slog.String("server", opts.Name)), http: hc, conn: conn{onState: opts.OnState},
 		expired: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go s.supervise()
 	return s
-}
-
-// Client returns the connected client, or ErrUnavailable.
-func (s *HTTPServer) Client() (*Client, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.client == nil {
-		return nil, ErrUnavailable
-	}
-	return s.client, nil
-}
-
-// Connected reports whether the handshake completed.
-func (s *HTTPServer) Connected() bool {
-	_, err := s.Client()
-	return err == nil
-}
-
-// Stats returns what the server sent that was dropped.
-func (s *HTTPServer) Stats() *Stats { return &s.stats }
-
-// Restarts counts the handshakes after the first.
-func (s *HTTPServer) Restarts() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.restarts
-}
-
-// Call sends a request on the connected client.
-func (s *HTTPServer) Call(ctx context.Context, method string, params []byte, opts CallOptions) (jsontext.Value, error) {
-	c, err := s.Client()
-	if err != nil {
-		return nil, err
-	}
-	return c.Call(ctx, method, params, opts)
 }
 
 // Close ends the session on the server (DELETE, legacy era) and waits for
@@ -155,19 +115,6 @@ func (s *HTTPServer) Close(ctx context.Context) error {
 	}
 	s.http.CloseIdleConnections()
 	return nil
-}
-
-func (s *HTTPServer) setState(st State, c *Client) {
-	s.mu.Lock()
-	if st == Connected {
-		s.client = c
-	} else {
-		s.client = nil
-	}
-	s.mu.Unlock()
-	if s.opts.OnState != nil {
-		s.opts.OnState(st, c)
-	}
 }
 
 func (s *HTTPServer) supervise() {

@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/mcp-bastion/bastion/internal/wire"
 )
 
@@ -95,14 +93,11 @@ type StdioOptions struct {
 // SIGKILL of its whole process group. All its goroutines are waited for by
 // Close.
 type StdioServer struct {
-	opts  StdioOptions
-	log   *slog.Logger
-	stats Stats
+	opts StdioOptions
+	log  *slog.Logger
+	conn
 
-	mu       sync.Mutex
-	client   *Client // nil unless connected
-	pid      int     // of the child running now, 0 when none
-	restarts int
+	pid int // of the child running now, 0 when none; under mu
 
 	stop chan struct{}
 	done chan struct{}
@@ -122,36 +117,10 @@ func StartStdio(opts StdioOptions) *StdioServer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &StdioServer{opts: opts, log: log.With(slog.String("server", opts.Name)),
+	s := &StdioServer{opts: opts, log: log.With(slog.String("server", opts.Name)), conn: conn{onState: opts.OnState},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go s.supervise()
 	return s
-}
-
-// Client returns the connected client, or ErrUnavailable.
-func (s *StdioServer) Client() (*Client, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.client == nil {
-		return nil, ErrUnavailable
-	}
-	return s.client, nil
-}
-
-// Connected reports whether a handshaken connection is up.
-func (s *StdioServer) Connected() bool {
-	_, err := s.Client()
-	return err == nil
-}
-
-// Stats returns the counters of what the server sent that was dropped.
-func (s *StdioServer) Stats() *Stats { return &s.stats }
-
-// Restarts returns how many times the child was started again.
-func (s *StdioServer) Restarts() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.restarts
 }
 
 // PID returns the process id of the child running now, or 0.
@@ -170,19 +139,6 @@ func (s *StdioServer) Close(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
-	}
-}
-
-func (s *StdioServer) setState(st State, c *Client) {
-	s.mu.Lock()
-	if st == Connected {
-		s.client = c
-	} else {
-		s.client = nil
-	}
-	s.mu.Unlock()
-	if s.opts.OnState != nil {
-		s.opts.OnState(st, c)
 	}
 }
 
@@ -434,15 +390,6 @@ func exitStatus(err error) string {
 		return err.Error()
 	}
 	return "exit status 0"
-}
-
-// Call sends a request on the connected client.
-func (s *StdioServer) Call(ctx context.Context, method string, params []byte, opts CallOptions) (jsontext.Value, error) {
-	c, err := s.Client()
-	if err != nil {
-		return nil, err
-	}
-	return c.Call(ctx, method, params, opts)
 }
 
 // stdioTransport writes one message per line to the child's stdin.
