@@ -22,10 +22,11 @@ lint: ## gofmt, go vet, staticcheck
 fuzz: ## run every fuzz target for FUZZTIME (default 60s) each
 	FUZZTIME=$${FUZZTIME:-60s} scripts/fuzz.sh
 
-bench: ## micro-benchmarks, libpg_query's C floor and the whole-process load comparison
+bench: ## micro-benchmarks, libpg_query's C floor, the whole-process load comparison and the gateway load benchmark
 	go test -run='^$$' -bench=. -benchmem ./internal/...
 	bench/libpgquery/run.sh
 	bench/run-load.sh
+	bench/run-gateway-load.sh
 
 demo: ## run bastion serve on the embedded default and show a real exchange
 	scripts/demo.sh

@@ -336,8 +336,8 @@ mutate arrival-order "a call takes its place in the queue when its task runs, no
 
 mutate validity-first "the pending cap is checked before the call's own validity" \
 	internal/session/call.go \
-	'\tt, args, msg := ss\.judgeCall\(m, version\)\n\tif msg != nil \{\n\t\tr\.send\(msg\)\n\t\treturn\n\t\}\n\tss\.mu\.Lock\(\)\n' \
-	'\tss.mu.Lock()\n\tif len(ss.inflight) >= ss.srv.opts.MaxPending {\n\t\tss.mu.Unlock()\n\t\tr.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.AppendCallProblem(nil, version, problem.New(problem.ConcurrencyLimit, "full"))))\n\t\treturn\n\t}\n\tss.mu.Unlock()\n\tt, args, msg := ss.judgeCall(m, version)\n\tif msg != nil {\n\t\tr.send(msg)\n\t\treturn\n\t}\n\tss.mu.Lock()\n' \
+	'\tt, args, token, msg := ss\.judgeCall\(m, version\)\n\tif msg != nil \{\n\t\tr\.send\(msg\)\n\t\treturn\n\t\}\n\tss\.mu\.Lock\(\)\n' \
+	'\tss.mu.Lock()\n\tif len(ss.inflight) >= ss.srv.opts.MaxPending {\n\t\tss.mu.Unlock()\n\t\tr.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.AppendCallProblem(nil, version, problem.New(problem.ConcurrencyLimit, "full"))))\n\t\treturn\n\t}\n\tss.mu.Unlock()\n\tt, args, token, msg := ss.judgeCall(m, version)\n\tif msg != nil {\n\t\tr.send(msg)\n\t\treturn\n\t}\n\tss.mu.Lock()\n' \
 	-- "$sessionpkg"
 
 # The gateway (bastion gateway): its front, its invoke path, its
@@ -372,11 +372,11 @@ mutate gw-session-seal "a legacy session id is not checked against its seal" \
 
 mutate gw-cancel-scope "any session may cancel any session's call" \
 	internal/gateway/front/mcp.go \
-	'x\.s\.calls\.cancel\(callKey\{session: x\.sess\.nonce, id: string\(p\.RequestID\)\}\)' \
-	'x.s.calls.cancelAny(string(p.RequestID))' \
+	'x\.s\.calls\.cancel\(callKey\{session: x\.sess\.nonce, id: id\}\)' \
+	'x.s.calls.cancelAny(id)' \
 	internal/gateway/front/front.go \
 	'var errPeerCancelled = ' \
-	'func (c *calls) cancelAny(id string) {\n\tc.mu.Lock()\n\tdefer c.mu.Unlock()\n\tfor k, cancel := range c.m {\n\t\tif k.id == id {\n\t\t\tcancel(errPeerCancelled)\n\t\t}\n\t}\n}\n\nvar errPeerCancelled = ' \
+	'func (c *calls) cancelAny(id jsonrpc.ID) {\n\tc.mu.Lock()\n\tdefer c.mu.Unlock()\n\tfor k, cancel := range c.m {\n\t\tif k.id == id {\n\t\t\tcancel(errPeerCancelled)\n\t\t}\n\t}\n}\n\nvar errPeerCancelled = ' \
 	-- "$e2epkg" 'TestGatewayCancellation'
 
 mutate gw-cursor-seal "the gateway's tools/list cursors are not checked against their seal" \

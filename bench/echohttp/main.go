@@ -10,10 +10,15 @@
 // the difference between the two is the gateway's. It is not a product and
 // must never be deployed.
 //
-// The SDK and not the project's own core serves here because the gateway
-// has no HTTP server of its own to put behind itself, and an SDK server
-// is what a real Streamable HTTP downstream looks like. The handler runs in
-// its default, stateful mode with JSON responses (JSONResponse: true):
+// The SDK serves here, not the project's own core, because the core serves
+// stdio only (bastion serve has no HTTP transport), and an SDK server is
+// what a real Streamable HTTP downstream looks like. Its cost is the SDK's:
+// on the benchmark machine about 0.4 to 0.6 ms of CPU per call, much of it
+// in its JSON decoding (a fresh segmentio decoder, with its buffer, per
+// message) and the garbage that makes: more than the gateway spends on
+// a call, and several times what bastion's core does (bench/echoserver);
+// docs/performance.md says what that does to the ratios. The handler runs in its default, stateful mode with JSON
+// responses (JSONResponse: true):
 //
 //   - JSON: a tools/call is answered in the POST's body, with no SSE
 //     framing or stream to keep open, which is the cheapest answer the

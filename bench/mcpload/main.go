@@ -127,9 +127,11 @@ type report struct {
 }
 
 func main() {
-	// The driver is one goroutine. A second P would only spin looking for
-	// work each time that goroutine blocks, taking CPU from the server
-	// under test on a small machine.
+	// Over stdio the driver is one goroutine. A second P would only spin
+	// looking for work each time that goroutine blocks, taking CPU from
+	// the server under test on a small machine. Over HTTP the slots'
+	// goroutines share the one P too, so the driver never takes more than
+	// one CPU from the servers, whatever -inflight is.
 	runtime.GOMAXPROCS(1)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -153,16 +155,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mcpload: %v\n", err)
 		return 1
 	}
-	human := fmt.Sprintf("%s inflight=%d calls=%d duration=%s calls/s=%.0f p50=%.3fms p99=%.3fms max=%.3fms errors=%d server_cpu/call=%.1fus driver_cpu/call=%.1fus",
-		rep.Tool, rep.InFlight, rep.Calls, cfg.duration, rep.CallsPerSecond, rep.P50Millis, rep.P99Millis, rep.MaxMillis, rep.Errors,
-		rep.ServerCPUMicrosPerCall, rep.DriverCPUMicrosPerCall)
-	if len(rep.ServerCPUMicrosPerCallBy) > 0 {
+	serverCPU := fmt.Sprintf("%.1fus", rep.ServerCPUMicrosPerCall)
+	switch {
+	case len(rep.ServerCPUMicrosPerCallBy) > 0:
 		var by []string
 		for _, p := range cfg.cpuPIDs {
 			by = append(by, fmt.Sprintf("%s=%.1fus", p.name, rep.ServerCPUMicrosPerCallBy[p.name]))
 		}
-		human += " (" + strings.Join(by, " ") + ")"
+		serverCPU += " (" + strings.Join(by, " ") + ")"
+	case cfg.url != "":
+		serverCPU = "n/a" // no -cpu-pid
 	}
+	human := fmt.Sprintf("%s inflight=%d calls=%d duration=%s calls/s=%.0f p50=%.3fms p99=%.3fms max=%.3fms errors=%d server_cpu/call=%s driver_cpu/call=%.1fus",
+		rep.Tool, rep.InFlight, rep.Calls, cfg.duration, rep.CallsPerSecond, rep.P50Millis, rep.P99Millis, rep.MaxMillis, rep.Errors,
+		serverCPU, rep.DriverCPUMicrosPerCall)
 	if cfg.json {
 		// stdout stays machine-readable; the human line goes to stderr.
 		fmt.Fprintln(stderr, human)
@@ -865,7 +871,7 @@ func loadHTTP(cfg config, stderr io.Writer) (report, error) {
 
 // explainHTTP says when an error came from the watchdog.
 func explainHTTP(ctx context.Context, err error) error {
-	if context.Cause(ctx) == errTimedOut {
+	if context.Cause(ctx) == errTimedOut && !errors.Is(err, errTimedOut) {
 		return fmt.Errorf("%w: %w", errTimedOut, err)
 	}
 	return err

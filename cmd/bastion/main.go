@@ -4,9 +4,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/mcp-bastion/bastion/internal/stdio"
@@ -18,7 +20,28 @@ func main() {
 	signal.Ignore(syscall.SIGPIPE)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	os.Exit(run(context.Background(), os.Args[1:], env{
+	// BASTION_CPUPROFILE=path writes a CPU profile of the whole run to
+	// path, for the load benchmarks (bench/run-gateway-load.sh). It is
+	// written when run returns (after the drain SIGTERM starts, or a
+	// forced stop); a SIGKILL leaves it unwritten.
+	stopProfile := func() {}
+	if path := os.Getenv("BASTION_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bastion: BASTION_CPUPROFILE: %v\n", err)
+			os.Exit(exitUsage)
+		}
+		stopProfile = func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintf(os.Stderr, "bastion: BASTION_CPUPROFILE: %v\n", err)
+			}
+		}
+	}
+	code := run(context.Background(), os.Args[1:], env{
 		stdio: func() (io.Reader, io.Writer, func()) {
 			return stdio.OpenStdio()
 		},
@@ -26,5 +49,7 @@ func main() {
 		stderr:  os.Stderr,
 		environ: os.Environ(),
 		signals: sigs,
-	}))
+	})
+	stopProfile()
+	os.Exit(code)
 }

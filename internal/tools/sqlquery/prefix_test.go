@@ -35,7 +35,10 @@ const originalBound = 5000
 
 // nondeterministic names what gives another value on every evaluation or
 // in every transaction; a query using it cannot be compared row by row.
-var nondeterministic = regexp.MustCompile(`(?i)random|now\(\)|gen_random_uuid|clock_timestamp|current_time|current_date|localtime|pg_backend_pid|txid_current|pg_export_snapshot|current_setting|pg_sequence_last_value`)
+var nondeterministic = regexp.MustCompile(`(?i)random|now\(\)|gen_random_uuid|clock_timestamp|current_time|current_date|localtime|pg_backend_pid|txid_current|pg_export_snapshot|current_setting|pg_sequence_last_value` +
+	// A TABLESAMPLE without REPEATABLE draws its own sample on every run
+	// (SYSTEM picks whole blocks: all of a small table, or none of it).
+	`|tablesample\s+\w+\s*\([^)]*\)\s*($|[^r\s])`)
 
 // originalRows runs sql as the caller wrote it, in a read-only
 // transaction with the executor's settings, on its own connection, and
