@@ -133,10 +133,9 @@ func outcome(ctx context.Context, res *Result, err error) string {
 }
 
 func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool) (*Result, error) {
-	log := g.log
-	if c.RequestID != "" {
-		log = log.With(slog.String("request_id", c.RequestID))
-	}
+	// The request id goes on the lines that are written, not into a
+	// logger built for every call.
+	log := callLog{g.log, slog.String("request_id", c.RequestID)}
 	if err := tool.ValidateValue(t.Input, c.Arguments); err != nil {
 		return nil, err
 	}
@@ -196,7 +195,7 @@ func callParams(t *catalog.Tool, args jsontext.Value) ([]byte, error) {
 }
 
 // callError maps what became of a downstream call to the caller's answer.
-func (g *Gateway) callError(ctx, dctx context.Context, log *slog.Logger, t *catalog.Tool, err error) error {
+func (g *Gateway) callError(ctx, dctx context.Context, log callLog, t *catalog.Tool, err error) error {
 	var rpcErr *upstream.RPCError
 	switch {
 	case ctx.Err() != nil:
@@ -261,4 +260,22 @@ func parseResult(res jsontext.Value) (*Result, error) {
 		out.Structured = r.Structured
 	}
 	return out, nil
+}
+
+// callLog is the gateway's logger for one call: every line carries the
+// call's request id.
+type callLog struct {
+	l   *slog.Logger
+	rid slog.Attr
+}
+
+func (l callLog) Warn(msg string, attrs ...slog.Attr) { l.log(slog.LevelWarn, msg, attrs) }
+
+func (l callLog) Debug(msg string, attrs ...slog.Attr) { l.log(slog.LevelDebug, msg, attrs) }
+
+func (l callLog) log(level slog.Level, msg string, attrs []slog.Attr) {
+	if !l.l.Enabled(context.Background(), level) {
+		return
+	}
+	l.l.LogAttrs(context.Background(), level, msg, append(attrs, l.rid)...)
 }

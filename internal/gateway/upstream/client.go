@@ -174,8 +174,7 @@ var clientInfo = jsontext.Value(`{"name":"mcp-bastion-gateway","version":"0.1.0"
 // capabilities.
 func (c *Client) handshake(ctx context.Context) error {
 	// server/discover carries nothing but _meta.
-	params, _ := withMeta(nil, modernMeta())
-	res, err := c.roundTrip(ctx, "server/discover", params, CallOptions{})
+	res, err := c.roundTrip(ctx, "server/discover", nil, modernMeta(), CallOptions{})
 	var rpcErr *RPCError
 	switch {
 	case err == nil:
@@ -202,8 +201,8 @@ func (c *Client) handshake(ctx context.Context) error {
 	case !errors.As(err, &rpcErr):
 		return err
 	}
-	params = fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":{},"clientInfo":%s}`, mcp.LatestLegacy, clientInfo)
-	if res, err = c.roundTrip(ctx, "initialize", params, CallOptions{}); err != nil {
+	params := fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":{},"clientInfo":%s}`, mcp.LatestLegacy, clientInfo)
+	if res, err = c.roundTrip(ctx, "initialize", params, nil, CallOptions{}); err != nil {
 		return fmt.Errorf("upstream: initialize: %w", err)
 	}
 	var init struct {
@@ -246,17 +245,17 @@ func (c *Client) Call(ctx context.Context, method string, params []byte, opts Ca
 	if !ok {
 		return nil, ErrUnavailable
 	}
+	var meta map[string]jsontext.Value
 	if info.Modern {
-		var err error
-		if params, err = withMeta(params, modernMeta()); err != nil {
-			return nil, err
-		}
+		meta = modernMeta()
 	}
-	return c.roundTrip(ctx, method, params, opts)
+	return c.roundTrip(ctx, method, params, meta, opts)
 }
 
 // roundTrip sends one request with a minted id and waits for its answer.
-func (c *Client) roundTrip(ctx context.Context, method string, params []byte, opts CallOptions) (jsontext.Value, error) {
+// meta (nil for none) is set in params._meta, with the gateway's progress
+// token when the caller asked for progress.
+func (c *Client) roundTrip(ctx context.Context, method string, params []byte, meta map[string]jsontext.Value, opts CallOptions) (jsontext.Value, error) {
 	c.mu.Lock()
 	if c.dead != nil {
 		c.mu.Unlock()
@@ -269,8 +268,14 @@ func (c *Client) roundTrip(ctx context.Context, method string, params []byte, op
 	c.mu.Unlock()
 
 	if opts.Progress != nil {
+		if meta == nil {
+			meta = map[string]jsontext.Value{}
+		}
+		meta["progressToken"] = quote(progressToken(id))
+	}
+	if meta != nil {
 		var err error
-		if params, err = withMeta(params, map[string]jsontext.Value{"progressToken": quote(progressToken(id))}); err != nil {
+		if params, err = withMeta(params, meta); err != nil {
 			c.forget(id)
 			return nil, err
 		}
@@ -284,9 +289,28 @@ func (c *Client) roundTrip(ctx context.Context, method string, params []byte, op
 		msg = append(msg, params...)
 	}
 	msg = append(msg, '}')
+	out := outgoing{msg: msg, method: method, name: opts.Name, id: id}
 
+	// A transport whose send returns only once the answer is delivered
+	// (HTTP: the response carries it) is called on this goroutine, which
+	// saves a goroutine and a hand-off per call; its send ends with ctx.
+	if _, ok := c.t.(answersInSend); ok {
+		if err := c.t.send(ctx, out); err != nil {
+			if ctx.Err() != nil {
+				return nil, c.abandon(ctx, id)
+			}
+			c.forget(id)
+			return nil, err
+		}
+		select {
+		case r := <-p.done:
+			return r.result, r.err
+		case <-ctx.Done():
+			return nil, c.abandon(ctx, id)
+		}
+	}
 	sendErr := make(chan error, 1)
-	go func() { sendErr <- c.t.send(ctx, outgoing{msg: msg, method: method, name: opts.Name, id: id}) }()
+	go func() { sendErr <- c.t.send(ctx, out) }()
 	for {
 		select {
 		case r := <-p.done:
@@ -301,12 +325,22 @@ func (c *Client) roundTrip(ctx context.Context, method string, params []byte, op
 			}
 			sendErr = nil // sent; keep waiting for the answer
 		case <-ctx.Done():
-			if c.forget(id) {
-				c.cancel(id)
-			}
-			return nil, context.Cause(ctx)
+			return nil, c.abandon(ctx, id)
 		}
 	}
+}
+
+// answersInSend marks a transport whose send returns after the answer to
+// the request it carried has been delivered, or failed.
+type answersInSend interface{ answersInSend() }
+
+// abandon gives up on request id because ctx ended: the downstream is
+// told, unless the answer came first. It returns ctx's cause.
+func (c *Client) abandon(ctx context.Context, id int64) error {
+	if c.forget(id) {
+		c.cancel(id)
+	}
+	return context.Cause(ctx)
 }
 
 // cancel tells the downstream that the gateway gave up on request id.

@@ -195,6 +195,8 @@ type httpTransport struct {
 	c *Client
 }
 
+func (*httpTransport) answersInSend() {}
+
 func (t *httpTransport) send(ctx context.Context, out outgoing) error {
 	s := t.s
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.opts.URL, bytes.NewReader(out.msg))

@@ -20,6 +20,19 @@ func withMeta(p []byte, set map[string]jsontext.Value) ([]byte, error) {
 	if p == nil {
 		p = []byte("{}")
 	}
+	if !bytes.Contains(p, []byte(`"_meta"`)) {
+		// No _meta anywhere (the common case: params the gateway built):
+		// the new member goes before the closing brace, without a parse.
+		if b := bytes.TrimSpace(p); len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}' {
+			out := append([]byte(nil), b[:len(b)-1]...)
+			if len(bytes.TrimSpace(b[1:len(b)-1])) > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, `"_meta":`...)
+			out = append(out, metaObject(nil, set)...)
+			return append(out, '}'), nil
+		}
+	}
 	members, err := objectMembers(p)
 	if err != nil {
 		return nil, err
@@ -37,6 +50,18 @@ func withMeta(p []byte, set map[string]jsontext.Value) ([]byte, error) {
 			at = i
 		}
 	}
+	metaValue := metaObject(meta, set)
+	if at >= 0 {
+		members[at].value = metaValue
+	} else {
+		members = append(members, member{"_meta", metaValue})
+	}
+	return encodeObject(members), nil
+}
+
+// metaObject returns the members of meta with those of set replaced or
+// added (in sorted order), as a JSON object.
+func metaObject(meta []member, set map[string]jsontext.Value) jsontext.Value {
 	keys := make([]string, 0, len(set))
 	for k := range set {
 		keys = append(keys, k)
@@ -50,13 +75,7 @@ func withMeta(p []byte, set map[string]jsontext.Value) ([]byte, error) {
 			meta = append(meta, member{k, set[k]})
 		}
 	}
-	metaValue := encodeObject(meta)
-	if at >= 0 {
-		members[at].value = metaValue
-	} else {
-		members = append(members, member{"_meta", metaValue})
-	}
-	return encodeObject(members), nil
+	return encodeObject(meta)
 }
 
 // member is one member of a JSON object.
