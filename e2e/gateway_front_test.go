@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -357,4 +358,48 @@ func (p *proc) recvID(id int) msg {
 		}
 		return m
 	}
+}
+
+// TestGatewayChainListChanged: a gateway fronting another gateway over
+// HTTP holds a 2026-07-28 subscriptions/listen open on it, so a change
+// two hops down (the inner gateway's stdio downstream adds a tool) reaches
+// the outer gateway's catalog between calls, with no refresh interval.
+func TestGatewayChainListChanged(t *testing.T) {
+	// Each gateway's children carry their own mark: the outer one's
+	// leftover check runs while the inner one still serves.
+	innerMark, mark := newMark(), newMark()
+	inner := startGateway(t, innerMark, fixture("fx", innerMark, map[string]string{"FIXTURE_TOOLS": "listchanged,echo"}), "")
+	outer := startGateway(t, mark, fmt.Sprintf("  - name: in\n    url: %s\n", inner.url), "")
+	waitUntil(t, "the outer gateway lists the inner one's tools", func() bool {
+		return slices.Contains(outer.tools(), "in.fx.listchanged")
+	})
+	structured(t, outer.call("in.fx.listchanged", map[string]any{}))
+	waitUntil(t, "the new tool reaches the outer catalog", func() bool {
+		return slices.Contains(outer.tools(), "in.fx.added")
+	})
+	structured(t, outer.call("in.fx.added", map[string]any{"x": 1}))
+}
+
+// TestGatewayStdioChainListChanged: `bastion gateway --stdio` as the stdio
+// downstream of another gateway speaks 2026-07-28 to it; the outer
+// gateway holds a subscriptions/listen open on the pipe, and the inner
+// one tags each change of its catalog with that request's id, so a tool
+// added two hops down reaches the outer catalog between calls.
+func TestGatewayStdioChainListChanged(t *testing.T) {
+	mark := newMark()
+	inner := filepath.Join(t.TempDir(), "inner.yaml")
+	cfg := fmt.Sprintf("auth:\n  mode: none\nservers:\n%s", fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "listchanged,echo"}))
+	if err := os.WriteFile(inner, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	outer := startGateway(t, mark, fmt.Sprintf("  - name: in\n    command: [%q, gateway, --stdio, --config, %q]\n    env:\n      E2E_MARK: %q\n",
+		bin("bastion"), inner, mark), "")
+	waitUntil(t, "the outer gateway lists the inner one's tools", func() bool {
+		return slices.Contains(outer.tools(), "in.fx.listchanged")
+	})
+	structured(t, outer.call("in.fx.listchanged", map[string]any{}))
+	waitUntil(t, "the new tool reaches the outer catalog", func() bool {
+		return slices.Contains(outer.tools(), "in.fx.added")
+	})
+	structured(t, outer.call("in.fx.added", map[string]any{"x": 1}))
 }

@@ -415,6 +415,24 @@ mutate gw-progress-token "the downstream's progress token reaches the caller unt
 	'params, err := jsontext.Value(m.Params), error(nil)' \
 	-- "$uppkg" 'TestProgressTranslated'
 
+mutate gw-no-listen "the connector holds no notification stream open, so a change between calls is unheard" \
+	internal/gateway/upstream/listen.go \
+	'if info, ok := c\.Info\(\); !ok \|\| !offersListChanged\(info\.Capabilities\) \{' \
+	'if true {' \
+	-- "$uppkg" 'TestNotificationsRelayed|TestHTTPListChanged'
+
+mutate gw-list-before-listen "the server is discovered before its notification stream is open" \
+	internal/gateway/upstream/listen.go \
+	'\tcase <-c\.streaming:\n' \
+	'\tdefault:\n' \
+	-- "$uppkg" 'TestHTTPListChanged'
+
+mutate session-subscription-silent "a 2026-07-28 stdio client's subscription never hears that the tool list changed" \
+	internal/session/session.go \
+	'if tools && !ss\.stopping\.Load\(\) \{' \
+	'if false && tools {' \
+	-- ./internal/session 'TestSubscriptionsListen'
+
 mutate gw-explicit-env "a stdio child inherits the gateway's environment" \
 	internal/gateway/upstream/stdio.go \
 	'cmd\.Env = \[\]string\{"PATH=" \+ os\.Getenv\("PATH"\)\}' \

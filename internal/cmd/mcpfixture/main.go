@@ -27,7 +27,8 @@
 // (answers twice), wrong-id (an answer to another id first), error (a
 // JSON-RPC error), iserror (an isError result), listchanged (sends
 // notifications/tools/list_changed after adding a tool named "added" to
-// its list), environ (returns the names of its environment variables),
+// its list: unasked in the legacy era, on each open subscriptions/listen
+// in the modern one), environ (returns the names of its environment variables),
 // whoami (returns FIXTURE_NAME). Any other name echoes.
 package main
 
@@ -62,6 +63,7 @@ type server struct {
 	name    string
 
 	cancelled sync.Map // id (raw) → chan struct{}
+	subs      []string // the raw ids of open subscriptions/listen requests, under mu
 	listCalls int
 }
 
@@ -170,6 +172,17 @@ func (s *server) handle(m msg) {
 		s.result(m.ID, fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{"listChanged":true}},"serverInfo":%s}`, v, s.serverInfo()))
 	case "ping":
 		s.result(m.ID, `{}`)
+	case "subscriptions/listen":
+		if !s.modern {
+			s.fail(m.ID, -32601, "Method not found")
+			return
+		}
+		// The request stays pending: a 2026-07-28 server speaks of its
+		// list only on the subscriptions a client holds open.
+		s.mu.Lock()
+		s.subs = append(s.subs, string(m.ID))
+		s.mu.Unlock()
+		s.write(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":%s},"notifications":{"toolsListChanged":true}}}`, m.ID))
 	case "tools/list":
 		s.list(m)
 	case "tools/call":
@@ -332,8 +345,14 @@ func (s *server) call(m msg) {
 	case "listchanged":
 		s.mu.Lock()
 		s.tools = append(s.tools, "added")
+		subs := append([]string(nil), s.subs...)
 		s.mu.Unlock()
-		s.write(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+		if !s.modern {
+			s.write(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+		}
+		for _, id := range subs {
+			s.write(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}`, id))
+		}
 		echo()
 	case "whoami":
 		b, _ := json.Marshal(map[string]string{"name": s.name})

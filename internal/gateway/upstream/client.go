@@ -132,6 +132,12 @@ type Client struct {
 	notify func(Notification)
 
 	info atomic.Pointer[Info]
+	// subscribed counts the pending subscriptions/listen requests, which
+	// are streams rather than calls in flight.
+	subscribed atomic.Int64
+	// streaming is closed once the notification stream is open.
+	streaming  chan struct{}
+	streamOnce sync.Once
 
 	mu      sync.Mutex
 	nextID  int64
@@ -152,7 +158,7 @@ type reply struct {
 
 // newClient returns a client for one connection on t.
 func newClient(server string, t transport, log *slog.Logger, stats *Stats, notify func(Notification)) *Client {
-	return &Client{server: server, t: t, log: log, stats: stats, notify: notify, pending: map[int64]*pendingCall{}}
+	return &Client{server: server, t: t, log: log, stats: stats, notify: notify, pending: map[int64]*pendingCall{}, streaming: make(chan struct{})}
 }
 
 // Info returns what the handshake learnt; ok is false before it completed.
@@ -401,7 +407,7 @@ func (c *Client) Fail(err error) {
 func (c *Client) InFlight() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.pending)
+	return max(0, len(c.pending)-int(c.subscribed.Load()))
 }
 
 // deliver handles one frame read from the downstream. Nothing a
@@ -477,6 +483,10 @@ func (c *Client) notification(m *jsonrpc.Message) {
 		if err == nil {
 			p.progress(params)
 		}
+		return
+	}
+	if m.Method == "notifications/subscriptions/acknowledged" {
+		c.streamOpen()
 		return
 	}
 	if c.notify != nil {

@@ -162,17 +162,70 @@ func (s *HTTPServer) supervise() {
 		name, version := info.Name()
 		s.log.Info("downstream connected", slog.String("protocol_version", info.Version),
 			slog.String("server_name", truncate(name, 64)), slog.String("server_version", truncate(version, 64)))
+		end := startListening(c, s.log, func(ctx context.Context) error {
+			if info.Modern {
+				return c.subscribe(ctx)
+			}
+			return s.getStream(ctx, c)
+		}, s.stop)
 		s.setState(Connected, c)
 		select {
 		case <-s.expired:
 			s.log.Info("downstream session expired; initializing again")
 			s.setState(Connecting, nil)
 			c.Fail(ErrConnectionLost)
+			end()
 		case <-s.stop:
 			c.Fail(ErrClosed)
+			end()
 			return
 		}
 	}
+}
+
+// getStream holds the legacy session's GET event stream open until it
+// ends, delivering what the server sends on it: the only way a legacy
+// server can say, between calls, that its tool list changed.
+func (s *HTTPServer) getStream(ctx context.Context, c *Client) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.opts.URL, nil)
+	if err != nil {
+		return fmt.Errorf("upstream: %w", err)
+	}
+	s.headers(req, outgoing{})
+	req.Header.Set("Accept", "text/event-stream")
+	if info, ok := c.Info(); ok {
+		req.Header.Set("MCP-Protocol-Version", info.Version)
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return fmt.Errorf("upstream: %s", redactURL(err.Error(), s.opts.URL))
+	}
+	defer resp.Body.Close()
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch {
+	case resp.StatusCode == http.StatusMethodNotAllowed:
+		return errNoStream
+	case resp.StatusCode == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "":
+		select {
+		case s.expired <- struct{}{}:
+		default:
+		}
+		return errSessionGone
+	case resp.StatusCode >= 400 && resp.StatusCode < 500:
+		// Servers that offer no stream answer 400 or 403 as often as the
+		// 405 the spec asks for; asking again would not change that.
+		s.log.Debug("downstream refused its GET stream", slog.Int("status", resp.StatusCode))
+		return errNoStream
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("upstream: the downstream answered its GET stream with HTTP %d", resp.StatusCode)
+	case ct != "text/event-stream":
+		return fmt.Errorf("upstream: the downstream answered its GET stream with content type %q", truncate(ct, 64))
+	}
+	c.streamOpen()
+	return (&httpTransport{s: s, c: c}).readEvents(resp.Body, 0)
 }
 
 // headers sets what every request carries: the configured headers, then

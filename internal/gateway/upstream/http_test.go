@@ -1,12 +1,15 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,7 +126,7 @@ func TestHTTPAgainstGoSDK(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, _ := newSDKServer(t)
 			hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, tc.opts))
-			defer hs.Close()
+			t.Cleanup(hs.Close)
 			states := make(chan State, 16)
 			s, logs := startHTTP(t, hs.URL, states)
 			awaitState(t, states, Connected, logs)
@@ -166,7 +169,7 @@ func TestHTTPAgainstGoSDK(t *testing.T) {
 func TestHTTPCancellationReachesServer(t *testing.T) {
 	srv, st := newSDKServer(t)
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	defer hs.Close()
+	t.Cleanup(hs.Close)
 	states := make(chan State, 16)
 	s, logs := startHTTP(t, hs.URL, states)
 	awaitState(t, states, Connected, logs)
@@ -195,7 +198,7 @@ func TestHTTPSessionExpired(t *testing.T) {
 	srv, _ := newSDKServer(t)
 	sw.set(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true}))
 	hs := httptest.NewServer(sw)
-	defer hs.Close()
+	t.Cleanup(hs.Close)
 	states := make(chan State, 16)
 	s, logs := startHTTP(t, hs.URL, states)
 	awaitState(t, states, Connected, logs)
@@ -224,11 +227,11 @@ func TestHTTPSessionExpired(t *testing.T) {
 func TestHTTPRefusesRedirects(t *testing.T) {
 	var elsewhere atomic.Int64
 	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere.Add(1) }))
-	defer other.Close()
+	t.Cleanup(other.Close)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, other.URL, http.StatusTemporaryRedirect)
 	}))
-	defer hs.Close()
+	t.Cleanup(hs.Close)
 	states := make(chan State, 16)
 	s, logs := startHTTP(t, hs.URL, states)
 	awaitState(t, states, Failed, logs)
@@ -240,27 +243,28 @@ func TestHTTPRefusesRedirects(t *testing.T) {
 	}
 }
 
+// idAndName finds a request's id and tools/call name in its body.
+var idAndName = regexp.MustCompile(`"id":(\d+),"method":"tools/call","params":\{"name":"([a-z]+)"`)
+
 // TestHTTPOversizedAnswer: a response over the cap is dropped and counted,
 // the call fails, and the connector stays up.
 func TestHTTPOversizedAnswer(t *testing.T) {
 	srv, _ := newSDKServer(t)
 	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Mcp-Name") == "huge" || strings.Contains(r.Header.Get("X-Test"), "huge") {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if m := idAndName.FindSubmatch(body); m != nil && string(m[2]) == "huge" {
 			w.Header().Set("Content-Type", "application/json")
-			w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"x":"` + strings.Repeat("a", 1<<17) + `"}}`))
+			w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m[1]) + `,"result":{"x":"` + strings.Repeat("a", 1<<17) + `"}}`))
 			return
 		}
 		inner.ServeHTTP(w, r)
 	}))
-	defer hs.Close()
+	t.Cleanup(hs.Close)
 	states := make(chan State, 16)
 	s, logs := startHTTP(t, hs.URL, states)
 	awaitState(t, states, Connected, logs)
-	c, _ := s.Client()
-	if info, _ := c.Info(); !info.Modern {
-		t.Skip("Mcp-Name is only sent to a 2026-07-28 downstream")
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if _, err := s.Call(ctx, "tools/call", []byte(`{"name":"huge","arguments":{}}`), CallOptions{Name: "huge"}); err == nil {
@@ -271,5 +275,61 @@ func TestHTTPOversizedAnswer(t *testing.T) {
 	}
 	if _, err := s.Call(ctx, "tools/call", []byte(`{"name":"echo","arguments":{}}`), CallOptions{Name: "echo"}); err != nil {
 		t.Errorf("after the oversized answer: %v", err)
+	}
+}
+
+// TestHTTPListChanged: a tool the server adds after the connection is
+// made is heard of between calls, on the stream the connector holds open
+// (the legacy GET stream, or a 2026-07-28 subscriptions/listen), which is
+// open by the time the server is reported connected.
+func TestHTTPListChanged(t *testing.T) {
+	srv, _ := newSDKServer(t)
+	var gets, listens atomic.Int64
+	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet:
+			gets.Add(1)
+		case r.Header.Get("Mcp-Method") == "subscriptions/listen":
+			listens.Add(1)
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	states := make(chan State, 16)
+	notes := make(chan Notification, 16)
+	logs := &logBuffer{}
+	s := NewHTTP(HTTPOptions{Name: "h", URL: hs.URL, MaxMessage: 1 << 16,
+		Logger:   slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		OnState:  func(st State, _ *Client) { states <- st },
+		OnNotify: func(n Notification) { notes <- n }})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	awaitState(t, states, Connected, logs)
+	c, _ := s.Client()
+	info, _ := c.Info()
+	t.Logf("era: %s; GET streams %d, subscriptions %d", info.Version, gets.Load(), listens.Load())
+	if gets.Load()+listens.Load() != 1 {
+		t.Fatalf("GET streams %d, subscriptions %d when connected; want one stream", gets.Load(), listens.Load())
+	}
+	srv.AddTool(&mcp.Tool{Name: "late", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case n := <-notes:
+			if n.Method == "notifications/tools/list_changed" {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no list_changed; log:\n%s", logs.String())
+		}
 	}
 }

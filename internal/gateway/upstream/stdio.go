@@ -229,6 +229,12 @@ func (s *StdioServer) runOnce() (stopped bool) {
 	name, version := info.Name()
 	s.log.Info("downstream connected", slog.String("protocol_version", info.Version),
 		slog.String("server_name", truncate(name, 64)), slog.String("server_version", truncate(version, 64)))
+	// A legacy server writes its notifications to stdout unasked; a
+	// 2026-07-28 one only on a subscription, which stays pending for as
+	// long as the child lives.
+	if info.Modern {
+		defer startListening(c, s.log, c.subscribe, s.stop)()
+	}
 	s.setState(Connected, c)
 
 	select {

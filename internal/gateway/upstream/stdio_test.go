@@ -362,18 +362,32 @@ func TestExplicitEnvironment(t *testing.T) {
 }
 
 // TestNotificationsRelayed: list_changed outside a call reaches OnNotify.
+// A legacy server sends it unasked; a 2026-07-28 one only on the
+// subscriptions/listen the connector holds open, acknowledged before the
+// server is reported connected.
 func TestNotificationsRelayed(t *testing.T) {
-	f := startFixture(t, map[string]string{"FIXTURE_TOOLS": "listchanged"})
-	if _, err := callTool(t, f, "listchanged", `{}`); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case n := <-f.notes:
-		if n.Method != "notifications/tools/list_changed" {
-			t.Fatalf("notification %+v", n)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no notification")
+	for _, era := range []string{"modern", "legacy"} {
+		t.Run(era, func(t *testing.T) {
+			f := startFixture(t, map[string]string{"FIXTURE_TOOLS": "listchanged", "FIXTURE_ERA": era})
+			await := func(method string) {
+				t.Helper()
+				timeout := time.After(5 * time.Second)
+				for {
+					select {
+					case n := <-f.notes:
+						if n.Method == method {
+							return
+						}
+					case <-timeout:
+						t.Fatalf("no %s; log:\n%s", method, f.logs.String())
+					}
+				}
+			}
+			if _, err := callTool(t, f, "listchanged", `{}`); err != nil {
+				t.Fatal(err)
+			}
+			await("notifications/tools/list_changed")
+		})
 	}
 }
 
