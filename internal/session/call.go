@@ -38,6 +38,11 @@ func (ss *Session) startCall(r replier, m *jsonrpc.Message, version string) {
 		r.send(msg)
 		return
 	}
+	if ss.subscribed(m.ID) {
+		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
+			"Invalid request: a request with this id is already in flight"))
+		return
+	}
 	ss.mu.Lock()
 	if ss.draining {
 		// Read just before the drain began: answered, never started.
@@ -149,6 +154,10 @@ func (ss *Session) cancelCall(params []byte) {
 	id, ok := jsonrpc.ParseID(p.RequestID)
 	if !ok {
 		ss.log.Debug("ignoring cancellation with an invalid request id")
+		return
+	}
+	if ss.unsubscribe(id) {
+		ss.log.Debug("subscription cancelled")
 		return
 	}
 	ss.mu.Lock()

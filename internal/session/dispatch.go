@@ -23,6 +23,7 @@ const (
 	methodToolsList   = "tools/list"
 	methodToolsCall   = "tools/call"
 	methodDiscover    = "server/discover"
+	methodListen      = "subscriptions/listen"
 )
 
 // handleFrame dispatches one input frame on the read loop.
@@ -214,6 +215,8 @@ func (ss *Session) dispatchModern(r replier, m *jsonrpc.Message, version string)
 		ss.toolsList(r, m, version)
 	case methodToolsCall:
 		ss.startCall(r, m, version)
+	case methodListen:
+		ss.listen(r, m)
 	default:
 		// ping and the handshake do not exist in the stateless era.
 		ss.methodNotFound(r, m)

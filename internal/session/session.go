@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/mcp"
 	"github.com/mcp-bastion/bastion/internal/wire"
 )
 
@@ -69,6 +70,12 @@ type Session struct {
 	// changes to the tool list (a legacy session, initialized); the
 	// catalog watcher reads it.
 	listChanged atomic.Bool
+
+	// subMu guards subs, the open 2026-07-28 subscriptions/listen
+	// requests that asked for tool list changes. It is held while their
+	// messages are written, so that none follows the answer ending one.
+	subMu sync.Mutex
+	subs  map[jsonrpc.ID]bool // → whether it hears of tool list changes
 
 	mu       sync.Mutex
 	inflight map[jsonrpc.ID]*call
@@ -155,6 +162,7 @@ func (ss *Session) Run(ctx context.Context) error {
 
 	ss.stopping.Store(true)
 	ss.conn.CloseRead()
+	ss.endSubscriptions()
 	ss.mu.Lock()
 	ss.draining = true
 	ss.mu.Unlock()
@@ -222,6 +230,13 @@ func (ss *Session) watchCatalog(c Catalog) func() {
 				if ss.listChanged.Load() && !ss.stopping.Load() {
 					ss.send([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
 				}
+				ss.subMu.Lock()
+				for id, tools := range ss.subs {
+					if tools && !ss.stopping.Load() {
+						ss.send(mcp.SubscriptionToolsChanged(id))
+					}
+				}
+				ss.subMu.Unlock()
 			case <-quit:
 				return
 			}

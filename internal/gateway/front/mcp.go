@@ -667,18 +667,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 // the client closes it or the gateway shuts down (which ends it with the
 // request's result).
 func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
-	var p struct {
-		Notifications *struct {
-			Tools     *bool          `json:"toolsListChanged"`
-			Prompts   *bool          `json:"promptsListChanged"`
-			Resources *bool          `json:"resourcesListChanged"`
-			Subs      jsontext.Value `json:"resourceSubscriptions"`
-		} `json:"notifications"`
-		Meta jsontext.Value `json:"_meta"`
-	}
-	if m.Params == nil || json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)) != nil || p.Notifications == nil {
-		writeError(w, http.StatusOK, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams,
-			"Invalid params: params do not match subscriptions/listen"), false)
+	tools, err := mcp.ListenParams(m.Params)
+	if err != nil {
+		writeError(w, http.StatusOK, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()), false)
 		return
 	}
 	if !x.acceptSSE {
@@ -686,7 +677,6 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 			"Invalid request: subscriptions/listen answers with an event stream (Accept: text/event-stream)"), false)
 		return
 	}
-	tools := p.Notifications.Tools != nil && *p.Notifications.Tools
 	var ch chan struct{}
 	if tools {
 		if ch = x.s.sessions.stream(""); ch == nil {
@@ -696,23 +686,18 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 		}
 		defer x.s.sessions.unstream("", ch)
 	}
-	sub := `{"io.modelcontextprotocol/subscriptionId":` + string(m.ID.AppendJSON(nil)) + `}`
 	ev := startEvents(w)
-	ack := `{}`
-	if tools {
-		ack = `{"toolsListChanged":true}`
-	}
-	ev.send([]byte(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":` + sub + `,"notifications":` + ack + `}}`))
+	ev.send(mcp.SubscriptionAcknowledged(m.ID, tools))
 	for {
 		select {
 		case _, ok := <-ch:
 			if !ok {
-				ev.send(jsonrpc.AppendResult(nil, m.ID, []byte(`{"_meta":`+sub+`,"resultType":"complete"}`)))
+				ev.send(mcp.SubscriptionComplete(m.ID))
 				return
 			}
-			ev.send([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":` + sub + `}}`))
+			ev.send(mcp.SubscriptionToolsChanged(m.ID))
 		case <-x.s.stopping:
-			ev.send(jsonrpc.AppendResult(nil, m.ID, []byte(`{"_meta":`+sub+`,"resultType":"complete"}`)))
+			ev.send(mcp.SubscriptionComplete(m.ID))
 			return
 		case <-x.r.Context().Done():
 			return

@@ -1,0 +1,136 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/session"
+	"github.com/mcp-bastion/bastion/internal/tool"
+)
+
+// changingCatalog is a catalog whose changes the test makes.
+type changingCatalog struct {
+	reg *tool.Registry
+
+	mu       sync.Mutex
+	watchers []chan struct{}
+}
+
+func (c *changingCatalog) List(string, *string) ([]byte, *jsonrpc.Error) {
+	return []byte(`{"tools":[]}`), nil
+}
+
+func (c *changingCatalog) Lookup(name string) (tool.Tool, bool) { return c.reg.Lookup(name) }
+
+func (c *changingCatalog) Watch() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	c.mu.Lock()
+	c.watchers = append(c.watchers, ch)
+	c.mu.Unlock()
+	return ch, func() {}
+}
+
+func (c *changingCatalog) change() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ch := range c.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+
+// TestSubscriptionsListen: a 2026-07-28 stream hears of catalog changes
+// only on the subscriptions/listen it holds open: acknowledged at once,
+// each change tagged with the request's id, nothing after the client
+// cancels it, and the request answered when the session ends.
+func TestSubscriptionsListen(t *testing.T) {
+	cat := &changingCatalog{reg: newTools(t, nil)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := newHarness(t, ctx, session.Options{Catalog: cat})
+	// A message that never comes fails the test instead of hanging it.
+	stop := time.AfterFunc(30*time.Second, func() { h.in.Close(); cancel() })
+	defer stop.Stop()
+
+	h.send(`{"jsonrpc":"2.0","id":"s1","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` + modernMeta + `}}`)
+	ack := h.recv()
+	if ack["method"] != "notifications/subscriptions/acknowledged" || !strings.Contains(mustString(t, ack), `"toolsListChanged":true`) ||
+		!strings.Contains(mustString(t, ack), `"io.modelcontextprotocol/subscriptionId":"s1"`) {
+		t.Fatalf("acknowledgement: %v", ack)
+	}
+	// A second subscription that asks for nothing hears nothing.
+	h.send(`{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{},` + modernMeta + `}}`)
+	if ack := h.recv(); !strings.Contains(mustString(t, ack), `"notifications":{}`) {
+		t.Fatalf("acknowledgement of an empty filter: %v", ack)
+	}
+	// An id in use is refused, and bad params are -32602.
+	h.send(`{"jsonrpc":"2.0","id":"s1","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` + modernMeta + `}}`)
+	if m := h.recv(); m["id"] != "s1" || !strings.Contains(mustString(t, m), "-32600") {
+		t.Fatalf("a reused id: %v", m)
+	}
+	h.send(`{"jsonrpc":"2.0","id":"bad","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"extra":1,` + modernMeta + `}}`)
+	if m := h.recv(); m["id"] != "bad" || !strings.Contains(mustString(t, m), "-32602") {
+		t.Fatalf("unknown params member: %v", m)
+	}
+
+	cat.change()
+	m := h.recv()
+	if m["method"] != "notifications/tools/list_changed" || !strings.Contains(mustString(t, m), `"io.modelcontextprotocol/subscriptionId":"s1"`) {
+		t.Fatalf("after a change: %v", m)
+	}
+
+	// Cancelled: no answer, and no more notifications.
+	h.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"s1"}}`)
+	h.send(`{"jsonrpc":"2.0","id":"s2","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` + modernMeta + `}}`)
+	if m := h.recv(); !strings.Contains(mustString(t, m), `/subscriptionId":"s2"`) {
+		t.Fatalf("acknowledgement of s2: %v", m)
+	}
+	cat.change()
+	if m := h.recv(); !strings.Contains(mustString(t, m), `/subscriptionId":"s2"`) {
+		t.Fatalf("after the cancellation, a change is heard on %v", m)
+	}
+
+	// The end of input answers the subscriptions still open.
+	h.in.Close()
+	got := map[string]bool{}
+	for range 2 {
+		m := h.recv()
+		if m["result"] == nil {
+			t.Fatalf("at the end: %v", m)
+		}
+		got[mustString(t, m["id"])] = true
+	}
+	if !got[`"s2"`] || !got[`7`] || len(got) != 2 {
+		t.Errorf("answered at the end: %v", got)
+	}
+}
+
+// TestSubscriptionsListenFixedTools: a server whose tools never change
+// announces no change, so it has no subscriptions/listen.
+func TestSubscriptionsListenFixedTools(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := newHarness(t, ctx, session.Options{Tools: newTools(t, nil)})
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` + modernMeta + `}}`)
+	if m := h.recv(); !strings.Contains(mustString(t, m), "-32601") {
+		t.Fatalf("%v", m)
+	}
+}
+
+func mustString(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
