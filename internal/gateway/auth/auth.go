@@ -1,0 +1,212 @@
+// Package auth turns a request's `Authorization: Bearer <token>` into a
+// [Principal]: a static token of the configuration (kept only as its
+// SHA-256), or a JWT signed by a key of the configured JWKS. Nothing here
+// logs or returns a token: a failure says which check failed, never what
+// was presented.
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/policy"
+)
+
+// Principal is an authenticated caller.
+type Principal struct {
+	// Subject names the caller.
+	Subject string
+	// Roles are the caller's roles, each of policy.ValidRole's syntax.
+	Roles []string
+	// Issuer is who vouched for the subject: "static" for a configured
+	// token, else the JWT issuer. Subjects are only unique per issuer.
+	Issuer string
+	// Claims are a JWT's claims (nil for a static token).
+	Claims map[string]any
+}
+
+// Policy returns p as the policy package reads a principal.
+func (p Principal) Policy() policy.Principal {
+	return policy.Principal{Subject: p.Subject, Roles: p.Roles, Claims: p.Claims}
+}
+
+// IssuerStatic is the issuer of configured tokens.
+const IssuerStatic = "static"
+
+// Error is a failed authentication. Presented says a token was given
+// (the challenge then carries error="invalid_token"); Reason is a short,
+// fixed description for the caller and the log, never the token.
+type Error struct {
+	Presented bool
+	Reason    string
+}
+
+func (e *Error) Error() string { return "auth: " + e.Reason }
+
+func missing(reason string) *Error { return &Error{Reason: reason} }
+func invalid(reason string) *Error { return &Error{Presented: true, Reason: reason} }
+
+// ParseBearer reads an Authorization header value (RFC 6750 §2.1): the
+// scheme without regard to case, one or more spaces, and a token68 — the
+// token itself compared exactly, later.
+func ParseBearer(h string) (string, error) {
+	if h == "" {
+		return "", missing("no bearer token")
+	}
+	scheme, rest, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", invalid("the Authorization scheme is not Bearer")
+	}
+	tok := strings.TrimLeft(rest, " ")
+	if tok == "" {
+		return "", invalid("the bearer token is empty")
+	}
+	if !token68(tok) {
+		return "", invalid("the bearer token is malformed")
+	}
+	return tok, nil
+}
+
+// token68 is RFC 7235's syntax: 1*( ALPHA / DIGIT / "-" / "." / "_" /
+// "~" / "+" / "/" ) *"=".
+func token68(s string) bool {
+	i := 0
+	for ; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/') {
+			break
+		}
+	}
+	if i == 0 {
+		return false
+	}
+	for ; i < len(s); i++ {
+		if s[i] != '=' {
+			return false
+		}
+	}
+	return true
+}
+
+// StaticToken is a configured token: its SHA-256, and whom it names.
+type StaticToken struct {
+	SHA256  [32]byte
+	Subject string
+	Roles   []string
+}
+
+// ParseTokensEnv reads MCP_GATEWAY_TOKENS in seed 002's form: a JSON
+// object of token → role, or token → {"sub": ..., "role": ...} ("roles",
+// a list, is accepted too). A token given without a subject is named by
+// the first bytes of its digest. Errors never quote a token.
+func ParseTokensEnv(v string) ([]StaticToken, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(v), &raw); err != nil {
+		return nil, errors.New("auth: tokens: not a JSON object")
+	}
+	if len(raw) == 0 {
+		return nil, errors.New("auth: tokens: no token")
+	}
+	var out []StaticToken
+	n := 0
+	for tok, spec := range raw {
+		n++
+		if !token68(tok) {
+			return nil, fmt.Errorf("auth: tokens: entry %d: the token is not a valid bearer token", n)
+		}
+		st := StaticToken{SHA256: sha256.Sum256([]byte(tok))}
+		var role string
+		if json.Unmarshal(spec, &role) == nil {
+			st.Roles = []string{role}
+		} else {
+			var o struct {
+				Sub   string   `json:"sub"`
+				Role  string   `json:"role"`
+				Roles []string `json:"roles"`
+			}
+			dec := json.NewDecoder(strings.NewReader(string(spec)))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&o); err != nil {
+				return nil, fmt.Errorf("auth: tokens: entry %d: must be a role or {\"sub\", \"role\"}", n)
+			}
+			st.Subject, st.Roles = o.Sub, o.Roles
+			if o.Role != "" {
+				st.Roles = append(st.Roles, o.Role)
+			}
+		}
+		if st.Subject == "" {
+			st.Subject = "token-" + hex.EncodeToString(st.SHA256[:4])
+		}
+		if len(st.Roles) == 0 {
+			return nil, fmt.Errorf("auth: tokens: entry %d: no role", n)
+		}
+		for _, r := range st.Roles {
+			if !policy.ValidRole(r) {
+				return nil, fmt.Errorf("auth: tokens: entry %d: a role is not 1-64 characters of [A-Za-z0-9_.:-]", n)
+			}
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// Authenticator authenticates requests. It is safe for concurrent use.
+type Authenticator struct {
+	static []StaticToken
+	jwt    *JWTVerifier // nil without JWTs
+}
+
+// New returns an authenticator over static tokens and, when jwt is not
+// nil, JWTs.
+func New(static []StaticToken, jwt *JWTVerifier) *Authenticator {
+	return &Authenticator{static: static, jwt: jwt}
+}
+
+// Authenticate reads the Authorization header values of a request. More
+// than one is refused: which one a downstream or a proxy would read is
+// not knowable.
+func (a *Authenticator) Authenticate(ctx context.Context, values []string) (Principal, error) {
+	if len(values) > 1 {
+		return Principal{}, invalid("more than one Authorization header")
+	}
+	h := ""
+	if len(values) == 1 {
+		h = values[0]
+	}
+	tok, err := ParseBearer(h)
+	if err != nil {
+		return Principal{}, err
+	}
+	if p, ok := a.lookup(tok); ok {
+		return p, nil
+	}
+	if a.jwt != nil && strings.Count(tok, ".") == 2 {
+		return a.jwt.Verify(ctx, tok)
+	}
+	return Principal{}, invalid("unknown token")
+}
+
+// lookup compares the token's digest with every configured digest in
+// constant time, with no early exit: the time taken says nothing of which
+// token, or which prefix, was right.
+func (a *Authenticator) lookup(tok string) (Principal, bool) {
+	sum := sha256.Sum256([]byte(tok))
+	found := -1
+	for i := range a.static {
+		if subtle.ConstantTimeCompare(sum[:], a.static[i].SHA256[:]) == 1 {
+			found = i
+		}
+	}
+	if found < 0 {
+		return Principal{}, false
+	}
+	st := a.static[found]
+	return Principal{Subject: st.Subject, Roles: st.Roles, Issuer: IssuerStatic}, true
+}

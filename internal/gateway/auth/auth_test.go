@@ -1,0 +1,312 @@
+package auth
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/lestrrat-go/jwx/v3/jws"
+	"github.com/lestrrat-go/jwx/v3/jwt"
+)
+
+func TestParseBearer(t *testing.T) {
+	for _, tc := range []struct {
+		h, tok    string
+		presented bool
+	}{
+		{"Bearer abc", "abc", true},
+		{"bEaReR abc", "abc", true},
+		{"Bearer   a.b-c_d~e+f/g==", "a.b-c_d~e+f/g==", true},
+		{"", "", false},
+		{"Basic abc", "", true},
+		{"Bearer", "", true},
+		{"Bearer ", "", true},
+		{"Bearerabc", "", true},
+		{"Bearer a b", "", true},
+		{"Bearer a=b", "", true},
+		{"Bearer \x00", "", true},
+	} {
+		tok, err := ParseBearer(tc.h)
+		if tc.tok != "" {
+			if err != nil || tok != tc.tok {
+				t.Errorf("ParseBearer(%q) = %q, %v", tc.h, tok, err)
+			}
+			continue
+		}
+		var e *Error
+		if err == nil || !errorsAs(err, &e) || e.Presented != tc.presented {
+			t.Errorf("ParseBearer(%q) = %q, %v; want a failure with presented=%v", tc.h, tok, err, tc.presented)
+		}
+	}
+}
+
+func errorsAs(err error, e **Error) bool {
+	x, ok := err.(*Error)
+	*e = x
+	return ok
+}
+
+func TestStaticTokens(t *testing.T) {
+	toks, err := ParseTokensEnv(`{"tok-viewer":"viewer","tok-admin":{"sub":"alice@example.com","role":"admin"},"tok-multi":{"sub":"m","roles":["a","b"]}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New(toks, nil)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		h       []string
+		subject string
+		roles   string
+	}{
+		{[]string{"Bearer tok-admin"}, "alice@example.com", "admin"},
+		{[]string{"bearer tok-multi"}, "m", "a,b"},
+		{[]string{"Bearer tok-viewer"}, "token-" + hexPrefix("tok-viewer"), "viewer"},
+	} {
+		p, err := a.Authenticate(ctx, tc.h)
+		if err != nil || p.Subject != tc.subject || strings.Join(p.Roles, ",") != tc.roles || p.Issuer != IssuerStatic {
+			t.Errorf("Authenticate(%v) = %+v, %v", tc.h, p, err)
+		}
+	}
+	for _, h := range [][]string{nil, {"Bearer TOK-ADMIN"}, {"Bearer tok-admin "}, {"Bearer tok-admi"}, {"Bearer tok-admin", "Bearer tok-admin"}} {
+		if p, err := a.Authenticate(ctx, h); err == nil {
+			t.Errorf("Authenticate(%q) = %+v", h, p)
+		} else if strings.Contains(err.Error(), "tok-") {
+			t.Errorf("the error quotes the token: %v", err)
+		}
+	}
+}
+
+func hexPrefix(tok string) string {
+	s := sha256.Sum256([]byte(tok))
+	const hexd = "0123456789abcdef"
+	var b []byte
+	for _, c := range s[:4] {
+		b = append(b, hexd[c>>4], hexd[c&15])
+	}
+	return string(b)
+}
+
+func TestParseTokensEnvErrors(t *testing.T) {
+	for _, v := range []string{``, `[]`, `{}`, `{"t":""}`, `{"t":{"sub":"x"}}`, `{"t":{"role":"a,b"}}`, `{"t":{"role":"a","extra":1}}`, `{"a b":"r"}`} {
+		_, err := ParseTokensEnv(v)
+		if err == nil {
+			t.Errorf("ParseTokensEnv(%q) accepted", v)
+		} else if strings.Contains(err.Error(), `"t"`) {
+			t.Errorf("the error quotes a token: %v", err)
+		}
+	}
+}
+
+// idp is a JWKS server whose keys the test generates and rotates.
+type idp struct {
+	t       *testing.T
+	srv     *httptest.Server
+	mu      sync.Mutex
+	keys    []jwk.Key // private
+	fetches atomic.Int64
+}
+
+func newIDP(t *testing.T) *idp {
+	d := &idp{t: t}
+	d.rotate("k1")
+	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.fetches.Add(1)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		set := jwk.NewSet()
+		for _, k := range d.keys {
+			pub, err := k.PublicKey()
+			if err != nil {
+				t.Error(err)
+			}
+			set.AddKey(pub)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(set)
+	}))
+	t.Cleanup(d.srv.Close)
+	return d
+}
+
+// rotate replaces the keys with a new RSA key named kid.
+func (d *idp) rotate(kid string) jwk.Key {
+	raw, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	k, err := jwk.Import(raw)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	k.Set(jwk.KeyIDKey, kid)
+	k.Set(jwk.AlgorithmKey, jwa.RS256())
+	d.mu.Lock()
+	d.keys = []jwk.Key{k}
+	d.mu.Unlock()
+	return k
+}
+
+func (d *idp) key() jwk.Key {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.keys[0]
+}
+
+const (
+	issuer   = "https://idp.test"
+	audience = "http://127.0.0.1:8080/mcp"
+)
+
+func claims(mod func(jwt.Token)) jwt.Token {
+	tok := jwt.New()
+	tok.Set(jwt.IssuerKey, issuer)
+	tok.Set(jwt.AudienceKey, audience)
+	tok.Set(jwt.SubjectKey, "carol")
+	tok.Set(jwt.ExpirationKey, time.Now().Add(time.Hour))
+	tok.Set("roles", []string{"finance", "viewer"})
+	if mod != nil {
+		mod(tok)
+	}
+	return tok
+}
+
+func sign(t *testing.T, tok jwt.Token, key jwk.Key) string {
+	t.Helper()
+	b, err := jwt.Sign(tok, jwt.WithKey(jwa.RS256(), key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func newVerifier(t *testing.T, d *idp) *JWTVerifier {
+	v := NewJWTVerifier(context.Background(), JWTOptions{Issuer: issuer, Audience: audience, JWKSURL: d.srv.URL,
+		RolesClaim: "roles", Leeway: 30 * time.Second, MinRefresh: time.Millisecond})
+	t.Cleanup(v.Close)
+	return v
+}
+
+func TestJWT(t *testing.T) {
+	d := newIDP(t)
+	a := New(nil, newVerifier(t, d))
+	ctx := context.Background()
+	good := sign(t, claims(nil), d.key())
+	p, err := a.Authenticate(ctx, []string{"Bearer " + good})
+	if err != nil || p.Subject != "carol" || strings.Join(p.Roles, ",") != "finance,viewer" || p.Issuer != issuer || p.Claims["sub"] != "carol" {
+		t.Fatalf("a good token: %+v, %v", p, err)
+	}
+
+	other, _ := rsa.GenerateKey(rand.Reader, 2048)
+	otherKey, _ := jwk.Import(other)
+	otherKey.Set(jwk.KeyIDKey, "k1") // the right kid, the wrong key
+	ecRaw, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+
+	for _, tc := range []struct {
+		name, tok, reason string
+	}{
+		{"expired", sign(t, claims(func(c jwt.Token) { c.Set(jwt.ExpirationKey, time.Now().Add(-time.Hour)) }), d.key()), "expired"},
+		{"not yet valid", sign(t, claims(func(c jwt.Token) { c.Set(jwt.NotBeforeKey, time.Now().Add(time.Hour)) }), d.key()), "not valid yet"},
+		{"wrong audience", sign(t, claims(func(c jwt.Token) { c.Set(jwt.AudienceKey, "http://elsewhere/mcp") }), d.key()), "audience"},
+		{"wrong issuer", sign(t, claims(func(c jwt.Token) { c.Set(jwt.IssuerKey, "https://evil.test") }), d.key()), "issuer"},
+		{"no exp", sign(t, claims(func(c jwt.Token) { c.Remove(jwt.ExpirationKey) }), d.key()), "required claim"},
+		{"no roles", sign(t, claims(func(c jwt.Token) { c.Remove("roles") }), d.key()), "no roles"},
+		{"a bad role", sign(t, claims(func(c jwt.Token) { c.Set("roles", []string{"admin,root"}) }), d.key()), "role"},
+		{"signed by another key", sign(t, claims(nil), otherKey), "signature"},
+		{"unsigned (alg none)", unsigned(claims(nil)), "algorithm"},
+		{"HMAC with the public key as secret", hmacConfused(t, claims(nil), d.key()), "algorithm"},
+		{"unknown key id", signKid(t, claims(nil), "k-unknown"), "key set"},
+		{"ES256 with a key the set lacks", signEC(t, claims(nil), ecRaw), "key set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := a.Authenticate(ctx, []string{"Bearer " + tc.tok})
+			var e *Error
+			if err == nil || !errorsAs(err, &e) || !e.Presented || !strings.Contains(e.Reason, tc.reason) {
+				t.Errorf("got %v, want a failure saying %q", err, tc.reason)
+			}
+		})
+	}
+}
+
+func unsigned(c jwt.Token) string {
+	payload, _ := json.Marshal(c)
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString([]byte(`{"alg":"none","kid":"k1"}`)) + "." + enc.EncodeToString(payload) + "."
+}
+
+// hmacConfused signs with HS256 using the RSA public key's bytes as the
+// secret: the classic algorithm confusion.
+func hmacConfused(t *testing.T, c jwt.Token, priv jwk.Key) string {
+	pub, _ := priv.PublicKey()
+	var raw rsa.PublicKey
+	if err := jwk.Export(pub, &raw); err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(&raw)
+	hdr := jws.NewHeaders()
+	hdr.Set(jws.KeyIDKey, "k1")
+	b, err := jwt.Sign(c, jwt.WithKey(jwa.HS256(), der, jws.WithProtectedHeaders(hdr)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func signKid(t *testing.T, c jwt.Token, kid string) string {
+	raw, _ := rsa.GenerateKey(rand.Reader, 2048)
+	k, _ := jwk.Import(raw)
+	k.Set(jwk.KeyIDKey, kid)
+	return sign(t, c, k)
+}
+
+func signEC(t *testing.T, c jwt.Token, raw *ecdsa.PrivateKey) string {
+	k, _ := jwk.Import(raw)
+	k.Set(jwk.KeyIDKey, "ec-1")
+	b, err := jwt.Sign(c, jwt.WithKey(jwa.ES256(), k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestJWKSRotation: a token signed with a key the IdP has rotated in is
+// accepted without a restart: its unknown kid fetches the set again; a
+// flood of unknown kids fetches at most once per MinRefresh.
+func TestJWKSRotation(t *testing.T) {
+	d := newIDP(t)
+	v := newVerifier(t, d)
+	a := New(nil, v)
+	ctx := context.Background()
+	if _, err := a.Authenticate(ctx, []string{"Bearer " + sign(t, claims(nil), d.key())}); err != nil {
+		t.Fatal(err)
+	}
+	k2 := d.rotate("k2")
+	time.Sleep(5 * time.Millisecond) // past MinRefresh
+	if _, err := a.Authenticate(ctx, []string{"Bearer " + sign(t, claims(nil), k2)}); err != nil {
+		t.Fatalf("after rotation: %v", err)
+	}
+
+	slow := NewJWTVerifier(ctx, JWTOptions{Issuer: issuer, Audience: audience, JWKSURL: d.srv.URL, RolesClaim: "roles", MinRefresh: time.Hour})
+	defer slow.Close()
+	before := d.fetches.Load()
+	for range 50 {
+		_, _ = New(nil, slow).Authenticate(ctx, []string{"Bearer " + signKid(t, claims(nil), "nope")})
+	}
+	if n := d.fetches.Load() - before; n != 0 {
+		t.Errorf("50 unknown kids within MinRefresh fetched the set %d times", n)
+	}
+}

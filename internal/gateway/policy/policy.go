@@ -1,0 +1,296 @@
+// Package policy decides which caller may call which tool. It is pure: a
+// [Policy] is compiled once from data rules at start-up, and
+// [Policy.Decide] reads nothing but its arguments — no clock, no network,
+// no files — so every rule can be table-tested without a server, and
+// reading this package tells exactly which calls reach a downstream.
+//
+// Matching (GATEWAY.md decision 12): a rule's tool patterns match the
+// whole qualified name without regard to case, `*` being the only
+// wildcard (it crosses dots). The first rule whose pattern matches
+// decides: the call is allowed only if the caller holds one of the rule's
+// roles ("*" is any authenticated caller) and the rule's condition, when
+// it has one, holds. A later, broader rule can never widen an earlier,
+// narrower one, and a call no rule matches is denied.
+package policy
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"cel.dev/cel-go/cel"
+)
+
+// Rule is one rule of the configuration.
+type Rule struct {
+	// ID names the rule in decisions, the audit and errors.
+	ID string
+	// Tools are patterns over qualified names.
+	Tools []string
+	// Roles may call what the rule matches; "*" is any caller.
+	Roles []string
+	// When is an optional CEL condition over principal, tool and args.
+	When string
+}
+
+// Principal is who calls, as authentication established it.
+type Principal struct {
+	Subject string
+	Roles   []string
+	// Claims are a JWT's claims (nil for a static token), for conditions.
+	Claims map[string]any
+}
+
+// Call is what is decided: a call of one tool.
+type Call struct {
+	// Qualified is the public name <server>.<tool>; Server and Name its
+	// parts (the downstream's own name).
+	Qualified, Server, Name string
+	// Annotations are the tool's annotations, for conditions.
+	Annotations map[string]any
+	// Args are the call's arguments, already checked against the tool's
+	// input schema; nil before they are (see Decide).
+	Args map[string]any
+}
+
+// Decision is the verdict on one call.
+type Decision struct {
+	// Allow is the verdict.
+	Allow bool
+	// NeedsArgs: the deciding rule grants the caller's role but has a
+	// condition, which is only evaluated on checked arguments; decide
+	// again with Call.Args set. Allow is false until then.
+	NeedsArgs bool
+	// Rule is the deciding rule's id; "" when no rule matched.
+	Rule string
+	// Required are the deciding rule's roles.
+	Required []string
+	// Reason says why a call was denied: "no_rule", "role" or
+	// "condition" (false, an error, or not a boolean).
+	Reason string
+}
+
+// Reasons a call is denied.
+const (
+	ReasonNoRule    = "no_rule"
+	ReasonRole      = "role"
+	ReasonCondition = "condition"
+)
+
+// Policy is a compiled rule set. It is immutable and safe for concurrent use.
+type Policy struct {
+	rules []compiled
+}
+
+type compiled struct {
+	Rule
+	patterns []string // lower-cased
+	anyRole  bool
+	roles    map[string]bool
+	when     cel.Program
+}
+
+// roleSyntax is what a role may look like (GATEWAY.md's error table): the
+// comma that joins several roles in X-MCP-Gateway-Role never occurs in one.
+var roleSyntax = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+
+// ValidRole reports whether r is a well-formed role.
+func ValidRole(r string) bool { return roleSyntax.MatchString(r) }
+
+var idSyntax = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+
+// costLimit bounds the evaluation of one condition: a condition is data
+// from the configuration, but a comprehension over a large argument must
+// not hold a call.
+const costLimit = 100_000
+
+// Compile checks and compiles rules. Every error names the rule (by id,
+// or by position when it has none) and what is wrong with it; a condition
+// that does not parse, does not type-check or is not boolean is one.
+func Compile(rules []Rule) (*Policy, error) {
+	env, err := newEnv()
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	p := &Policy{}
+	seen := map[string]bool{}
+	for i, r := range rules {
+		name := fmt.Sprintf("rule %d", i)
+		if r.ID != "" {
+			name = fmt.Sprintf("rule %q", r.ID)
+		}
+		switch {
+		case !idSyntax.MatchString(r.ID):
+			return nil, fmt.Errorf("policy: %s: id must be 1-64 characters of [A-Za-z0-9_.:-]", name)
+		case seen[r.ID]:
+			return nil, fmt.Errorf("policy: %s: the id is used by another rule", name)
+		case len(r.Tools) == 0:
+			return nil, fmt.Errorf("policy: %s: tools must name at least one pattern", name)
+		case len(r.Roles) == 0:
+			return nil, fmt.Errorf("policy: %s: roles must name at least one role, or \"*\"", name)
+		}
+		seen[r.ID] = true
+		c := compiled{Rule: r, roles: map[string]bool{}}
+		for _, t := range r.Tools {
+			if t == "" || strings.TrimSpace(t) != t {
+				return nil, fmt.Errorf("policy: %s: a tool pattern must be non-empty, without surrounding space", name)
+			}
+			c.patterns = append(c.patterns, strings.ToLower(t))
+		}
+		for _, role := range r.Roles {
+			switch {
+			case role == "*":
+				c.anyRole = true
+			case !ValidRole(role):
+				return nil, fmt.Errorf("policy: %s: role %q is not 1-64 characters of [A-Za-z0-9_.:-]", name, role)
+			default:
+				c.roles[role] = true
+			}
+		}
+		if r.When != "" {
+			if c.when, err = compileCondition(env, r.When); err != nil {
+				return nil, fmt.Errorf("policy: %s: when: %w", name, err)
+			}
+		}
+		p.rules = append(p.rules, c)
+	}
+	return p, nil
+}
+
+func newEnv() (*cel.Env, error) {
+	return cel.NewEnv(
+		cel.Variable("principal", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("tool", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
+	)
+}
+
+func compileCondition(env *cel.Env, src string) (cel.Program, error) {
+	ast, iss := env.Compile(src)
+	if iss.Err() != nil {
+		return nil, iss.Err()
+	}
+	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
+		return nil, fmt.Errorf("the condition is of type %s, not bool", t)
+	}
+	return env.Program(ast, cel.CostLimit(costLimit))
+}
+
+// Decide decides c for p. Called with c.Args nil, it decides what the
+// principal and the tool alone decide; when the deciding rule has a
+// condition and grants the role, the Decision says NeedsArgs, and the
+// caller checks the arguments against the tool's schema and decides again
+// with them.
+func (pol *Policy) Decide(p Principal, c Call) Decision {
+	r := pol.deciding(c.Qualified)
+	if r == nil {
+		return Decision{Reason: ReasonNoRule}
+	}
+	d := Decision{Rule: r.ID, Required: r.Roles}
+	if !r.grants(p.Roles) {
+		d.Reason = ReasonRole
+		return d
+	}
+	if r.when == nil {
+		d.Allow = true
+		return d
+	}
+	if c.Args == nil {
+		d.NeedsArgs = true
+		return d
+	}
+	out, _, err := r.when.Eval(map[string]any{
+		"principal": principalVars(p),
+		"tool":      map[string]any{"qualified": c.Qualified, "server": c.Server, "name": c.Name, "annotations": orEmpty(c.Annotations)},
+		"args":      c.Args,
+	})
+	if err != nil {
+		d.Reason = ReasonCondition
+		return d
+	}
+	if b, ok := out.Value().(bool); ok && b {
+		d.Allow = true
+		return d
+	}
+	d.Reason = ReasonCondition
+	return d
+}
+
+// Listable reports whether p may see tool qualified in its tools/list: the
+// deciding rule grants one of its roles. A condition is not evaluated (it
+// needs a call's arguments), so a tool whose calls a condition may refuse
+// is still listed.
+func (pol *Policy) Listable(p Principal, qualified string) bool {
+	r := pol.deciding(qualified)
+	return r != nil && r.grants(p.Roles)
+}
+
+// deciding returns the first rule one of whose patterns matches name.
+func (pol *Policy) deciding(name string) *compiled {
+	lower := strings.ToLower(name)
+	for i := range pol.rules {
+		for _, pat := range pol.rules[i].patterns {
+			if Match(pat, lower) {
+				return &pol.rules[i]
+			}
+		}
+	}
+	return nil
+}
+
+func (r *compiled) grants(roles []string) bool {
+	if r.anyRole {
+		return true
+	}
+	for _, role := range roles {
+		if r.roles[role] {
+			return true
+		}
+	}
+	return false
+}
+
+func principalVars(p Principal) map[string]any {
+	roles := make([]any, len(p.Roles))
+	for i, r := range p.Roles {
+		roles[i] = r
+	}
+	return map[string]any{"subject": p.Subject, "roles": roles, "claims": orEmpty(p.Claims)}
+}
+
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// Match reports whether pattern matches the whole of name, where `*`
+// matches any run of characters (dots included) and every other byte
+// only itself. Callers fold case first. It runs in O(len(pattern) ×
+// len(name)) at worst: one backtracking point, the last star, suffices
+// for a pattern with no other wildcard.
+func Match(pattern, name string) bool {
+	p, n := 0, 0
+	star, mark := -1, 0
+	for n < len(name) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, n
+			p++
+		case p < len(pattern) && pattern[p] == name[n]:
+			p++
+			n++
+		case star >= 0:
+			p = star + 1
+			mark++
+			n = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}

@@ -1,0 +1,159 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+)
+
+// seedRules are seed 002's rule as data (admin_* is for admins), a
+// conditioned refund rule, and everything else forwarded.
+var seedRules = []Rule{
+	{ID: "admin-tools", Tools: []string{"*.admin_*"}, Roles: []string{"admin"}},
+	{ID: "refunds-small", Tools: []string{"refund.trigger_refund"}, Roles: []string{"support"}, When: "double(args.amount) <= 500.0"},
+	{ID: "refunds", Tools: []string{"refund.trigger_refund"}, Roles: []string{"finance", "admin"}},
+	{ID: "everyone-else", Tools: []string{"*"}, Roles: []string{"*"}},
+}
+
+func mustCompile(t testing.TB, rules []Rule) *Policy {
+	t.Helper()
+	p, err := Compile(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDecide(t *testing.T) {
+	pol := mustCompile(t, seedRules)
+	viewer := Principal{Subject: "bob", Roles: []string{"viewer"}}
+	admin := Principal{Subject: "alice", Roles: []string{"viewer", "admin"}}
+	support := Principal{Subject: "sam", Roles: []string{"support"}}
+	finance := Principal{Subject: "fin", Roles: []string{"finance"}}
+	call := func(q string, args map[string]any) Call {
+		server, name, _ := strings.Cut(q, ".")
+		return Call{Qualified: q, Server: server, Name: name, Args: args}
+	}
+	for _, tc := range []struct {
+		name      string
+		p         Principal
+		c         Call
+		allow     bool
+		needsArgs bool
+		rule      string
+		reason    string
+	}{
+		{"viewer refused an admin tool", viewer, call("refund.admin_reset_key", nil), false, false, "admin-tools", ReasonRole},
+		{"the pattern ignores case", viewer, call("Refund.ADMIN_reset_key", nil), false, false, "admin-tools", ReasonRole},
+		{"admin (one of several roles) allowed", admin, call("refund.admin_reset_key", nil), true, false, "admin-tools", ""},
+		{"viewer allowed the rest", viewer, call("refund.get_customer_record", nil), true, false, "everyone-else", ""},
+		{"a later broad rule never widens an earlier one", viewer, call("db.admin_x", nil), false, false, "admin-tools", ReasonRole},
+		{"a condition waits for the arguments", support, call("refund.trigger_refund", nil), false, true, "refunds-small", ""},
+		{"a small refund for support", support, call("refund.trigger_refund", map[string]any{"amount": 120.0}), true, false, "refunds-small", ""},
+		{"a large refund denied for support", support, call("refund.trigger_refund", map[string]any{"amount": 5000.0}), false, false, "refunds-small", ReasonCondition},
+		{"an absent field denies", support, call("refund.trigger_refund", map[string]any{}), false, false, "refunds-small", ReasonCondition},
+		{"a wrong type denies", support, call("refund.trigger_refund", map[string]any{"amount": "lots"}), false, false, "refunds-small", ReasonCondition},
+		// The first matching rule decides even when it refuses: finance is
+		// not among refunds-small's roles, so the broader refunds rule
+		// below it is never reached.
+		{"the first matching rule decides", finance, call("refund.trigger_refund", map[string]any{"amount": 5000.0}), false, false, "refunds-small", ReasonRole},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := pol.Decide(tc.p, tc.c)
+			if d.Allow != tc.allow || d.NeedsArgs != tc.needsArgs || d.Rule != tc.rule || d.Reason != tc.reason {
+				t.Errorf("Decide = %+v, want allow=%v needsArgs=%v rule=%q reason=%q", d, tc.allow, tc.needsArgs, tc.rule, tc.reason)
+			}
+		})
+	}
+}
+
+func TestNoRuleDenies(t *testing.T) {
+	pol := mustCompile(t, []Rule{{ID: "only", Tools: []string{"a.b"}, Roles: []string{"*"}}})
+	if d := pol.Decide(Principal{Roles: []string{"admin"}}, Call{Qualified: "a.c"}); d.Allow || d.Reason != ReasonNoRule || d.Rule != "" {
+		t.Errorf("%+v", d)
+	}
+	empty := mustCompile(t, nil)
+	if d := empty.Decide(Principal{Roles: []string{"admin"}}, Call{Qualified: "a.b"}); d.Allow {
+		t.Errorf("an empty policy allowed: %+v", d)
+	}
+}
+
+func TestConditionsSeePrincipalAndTool(t *testing.T) {
+	pol := mustCompile(t, []Rule{{ID: "own", Tools: []string{"*"}, Roles: []string{"*"},
+		When: `args.customer == principal.subject && tool.server == "refund" && principal.claims.tier == "gold" && tool.annotations.readOnlyHint == true`}})
+	p := Principal{Subject: "c-1", Roles: []string{"customer"}, Claims: map[string]any{"tier": "gold"}}
+	c := Call{Qualified: "refund.get", Server: "refund", Name: "get", Annotations: map[string]any{"readOnlyHint": true}, Args: map[string]any{"customer": "c-1"}}
+	if d := pol.Decide(p, c); !d.Allow {
+		t.Errorf("%+v", d)
+	}
+	c.Args = map[string]any{"customer": "c-2"}
+	if d := pol.Decide(p, c); d.Allow {
+		t.Errorf("another customer's record: %+v", d)
+	}
+}
+
+func TestListable(t *testing.T) {
+	pol := mustCompile(t, seedRules)
+	viewer := Principal{Roles: []string{"viewer"}}
+	support := Principal{Roles: []string{"support"}}
+	for _, tc := range []struct {
+		p    Principal
+		tool string
+		want bool
+	}{
+		{viewer, "refund.admin_reset_key", false},
+		{viewer, "refund.get_customer_record", true},
+		{support, "refund.trigger_refund", true}, // a condition may still refuse the call
+		{viewer, "refund.trigger_refund", false},
+	} {
+		if got := pol.Listable(tc.p, tc.tool); got != tc.want {
+			t.Errorf("Listable(%v, %s) = %v", tc.p.Roles, tc.tool, got)
+		}
+	}
+}
+
+func TestCompileErrorsNameTheRule(t *testing.T) {
+	for _, tc := range []struct {
+		rules []Rule
+		want  string
+	}{
+		{[]Rule{{ID: "bad-cel", Tools: []string{"*"}, Roles: []string{"*"}, When: "args.amount <="}}, `rule "bad-cel": when:`},
+		{[]Rule{{ID: "not-bool", Tools: []string{"*"}, Roles: []string{"*"}, When: `"yes"`}}, `rule "not-bool": when: the condition is of type string`},
+		{[]Rule{{ID: "undeclared", Tools: []string{"*"}, Roles: []string{"*"}, When: "secret == 1"}}, `rule "undeclared": when:`},
+		{[]Rule{{ID: "a", Tools: []string{"*"}, Roles: []string{"*"}}, {ID: "a", Tools: []string{"*"}, Roles: []string{"*"}}}, `rule "a": the id is used`},
+		{[]Rule{{Tools: []string{"*"}, Roles: []string{"*"}}}, "rule 0: id must be"},
+		{[]Rule{{ID: "r", Roles: []string{"*"}}}, `rule "r": tools must`},
+		{[]Rule{{ID: "r", Tools: []string{"*"}}}, `rule "r": roles must`},
+		{[]Rule{{ID: "r", Tools: []string{"*"}, Roles: []string{"a,b"}}}, `rule "r": role "a,b"`},
+		{[]Rule{{ID: "r", Tools: []string{" x"}, Roles: []string{"*"}}}, `rule "r": a tool pattern`},
+	} {
+		_, err := Compile(tc.rules)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Compile(%+v) = %v, want %q", tc.rules, err, tc.want)
+		}
+	}
+}
+
+func TestMatch(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"*", "a.b", true},
+		{"*.admin_*", "refund.admin_reset_key", true},
+		{"*.admin_*", "refund.get", false},
+		{"*.admin_*", "a.b.admin_x", true}, // * crosses dots
+		{"refund.*", "refund.x", true},
+		{"refund.*", "refundx.y", false},
+		{"a*b*c", "axxbyyc", true},
+		{"a*b*c", "axxbyy", false},
+		{"", "", true},
+		{"", "a", false},
+		{"abc", "ab", false},
+		{"a**", "a", true},
+		{"?", "x", false}, // only * is a wildcard
+	} {
+		if got := Match(tc.pattern, tc.name); got != tc.want {
+			t.Errorf("Match(%q, %q) = %v", tc.pattern, tc.name, got)
+		}
+	}
+}
