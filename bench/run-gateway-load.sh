@@ -187,6 +187,7 @@ start_gateway() {
 			echo "listen: 127.0.0.1:$port"
 			echo "public_url: http://127.0.0.1:$port/mcp"
 			echo "auth: {mode: none}"
+			echo 'policy: {rules: [{id: all, tools: ["*"], roles: ["*"]}]}'
 			echo "log: {level: warn}"
 			echo "servers:"
 			echo "  - name: echo"

@@ -312,7 +312,7 @@ func TestGatewayProgress(t *testing.T) {
 // one client on stdin/stdout.
 func TestGatewayStdio(t *testing.T) {
 	mark := newMark()
-	cfg := fmt.Sprintf("auth:\n  mode: none\nservers:\n%s", fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "echo,progress"}))
+	cfg := fmt.Sprintf("auth:\n  mode: none\npolicy:\n  rules:\n    - {id: all, tools: [\"*\"], roles: [\"*\"]}\nservers:\n%s", fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "echo,progress"}))
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -388,7 +388,7 @@ func TestGatewayChainListChanged(t *testing.T) {
 func TestGatewayStdioChainListChanged(t *testing.T) {
 	mark := newMark()
 	inner := filepath.Join(t.TempDir(), "inner.yaml")
-	cfg := fmt.Sprintf("auth:\n  mode: none\nservers:\n%s", fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "listchanged,echo"}))
+	cfg := fmt.Sprintf("auth:\n  mode: none\npolicy:\n  rules:\n    - {id: all, tools: [\"*\"], roles: [\"*\"]}\nservers:\n%s", fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "listchanged,echo"}))
 	if err := os.WriteFile(inner, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

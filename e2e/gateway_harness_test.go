@@ -82,9 +82,16 @@ func fixture(name, mark string, env map[string]string, extra ...string) string {
 // is ready.
 func startGateway(t testing.TB, mark, servers, extra string, env ...string) *gw {
 	t.Helper()
+	return startGatewayWith(t, mark, "auth:\n  mode: none\npolicy:\n  rules:\n    - {id: all, tools: [\"*\"], roles: [\"*\"]}\n"+
+		"log:\n  level: debug\nservers:\n"+servers+extra+"\n", env...)
+}
+
+// startGatewayWith starts the gateway on a free port with body, the whole
+// configuration but listen and public_url.
+func startGatewayWith(t testing.TB, mark, body string, env ...string) *gw {
+	t.Helper()
 	port := freePort(t)
-	cfg := fmt.Sprintf("listen: 127.0.0.1:%d\npublic_url: http://127.0.0.1:%d/mcp\nauth:\n  mode: none\nlog:\n  level: debug\nservers:\n%s%s\n",
-		port, port, servers, extra)
+	cfg := fmt.Sprintf("listen: 127.0.0.1:%d\npublic_url: http://127.0.0.1:%d/mcp\n%s", port, port, body)
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -46,6 +46,13 @@ port=$(( 20000 + RANDOM % 20000 ))
 sed "s/127\.0\.0\.1:8080/127.0.0.1:$port/g" examples/gateway/gateway.yaml >bin/demo-gateway.yaml
 export MCP_GATEWAY_SESSION_KEY
 MCP_GATEWAY_SESSION_KEY=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# Two callers, with tokens made for this run only: alice (admin), bob (viewer).
+rnd() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+admin_token=$(rnd)
+viewer_token=$(rnd)
+export MCP_GATEWAY_TOKENS="{\"$admin_token\":{\"sub\":\"alice\",\"role\":\"admin\"},\"$viewer_token\":{\"sub\":\"bob\",\"role\":\"viewer\"}}"
+sed -i 's#^  file: stderr#  file: bin/demo-audit.jsonl#' bin/demo-gateway.yaml
+: >bin/demo-audit.jsonl
 MCP_SQL_DSN="$dsn" bin/bastion gateway --config bin/demo-gateway.yaml 2>bin/demo-gateway.log &
 gateway=$!
 trap 'kill -TERM "$gateway" 2>/dev/null || true; wait "$gateway" 2>/dev/null || true; exec {DB[1]}>&- 2>/dev/null || true; wait 2>/dev/null || true' EXIT
@@ -57,12 +64,15 @@ done
 curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || { echo "demo: the gateway did not become ready; see bin/demo-gateway.log" >&2; exit 1; }
 
 # post METHOD NAME BODY: one stateless 2026-07-28 request, its headers
-# mirroring the body.
+# mirroring the body, as the caller whose token is in $token; the HTTP
+# status is printed after the body.
+token=$viewer_token
 post() {
   local method=$1 name=$2 body=$3
   echo "-> $body"
   printf '<- '
   curl -sS -X POST "$url" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+    -H "Authorization: Bearer $token" -w '   [HTTP %{http_code}]\n' \
     -H 'MCP-Protocol-Version: 2026-07-28' -H "Mcp-Method: $method" ${name:+-H "Mcp-Name: $name"} -d "$body"
 }
 meta='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
@@ -76,6 +86,20 @@ post tools/call db.read_only_sql '{"jsonrpc":"2.0","id":4,"method":"tools/call",
 post tools/call refund.trigger_refund '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"refund.trigger_refund","arguments":{"customer_id":"CUST-00001","amount":"10.0","reason":"a string is not an amount"},'"$meta"'}}'
 post tools/call read_only_sql '{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"read_only_sql","arguments":{},'"$meta"'}}'
 post tools/call "" '{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{'"$meta"'}}'
+
+echo
+echo "== authorization: bob (viewer) and alice (admin) call refund.admin_reset_key"
+echo "-- bob, viewer: refused by the gateway alone (403, -32001)"
+post tools/call refund.admin_reset_key '{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"refund.admin_reset_key","arguments":{"key_id":"KEY-PRIMARY"},'"$meta"'}}'
+echo "-- no token at all (401, -32000)"
+curl -sS -X POST "$url" -H 'Content-Type: application/json' -w '   [HTTP %{http_code}]\n' -d '{"jsonrpc":"2.0","id":11,"method":"tools/list"}'
+token=$admin_token
+echo "-- alice, admin: forwarded"
+post tools/call refund.admin_reset_key '{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"refund.admin_reset_key","arguments":{"key_id":"KEY-PRIMARY"},'"$meta"'}}'
+echo "-- what reached the refund server: its own audit log (one reset, alice's)"
+post tools/call refund.admin_list_audit_log '{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"refund.admin_list_audit_log","arguments":{},'"$meta"'}}'
+echo "-- the gateway's decision log (bin/demo-audit.jsonl): names, never values or tokens"
+grep -E '"method":"tools/call"' bin/demo-audit.jsonl | tail -4
 kill -TERM "$gateway"
 wait "$gateway"
 echo

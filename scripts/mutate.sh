@@ -381,14 +381,14 @@ mutate gw-cancel-scope "any session may cancel any session's call" \
 
 mutate gw-cursor-seal "the gateway's tools/list cursors are not checked against their seal" \
 	internal/gateway/list.go \
-	'if !hmac\.Equal\(m\.Sum\(nil\)\[:16\], b\[16:\]\) \{' \
-	'if false && !hmac.Equal(m.Sum(nil)[:16], b[16:]) {' \
+	'if !hmac\.Equal\(l\.mac\(b\[:16\], owner\), b\[16:\]\) \{' \
+	'if false && !hmac.Equal(l.mac(b[:16], owner), b[16:]) {' \
 	-- "$gwpkg" 'TestListerCursors'
 
 mutate gw-argument-schema "arguments are not checked against the tool's input schema" \
 	internal/gateway/invoke.go \
-	'if err := tool\.ValidateValue\(t\.Input, c\.Arguments\); err != nil \{' \
-	'if err := tool.ValidateValue(t.Input, c.Arguments); false && err != nil {' \
+	'if err := tool\.ValidateValue\(t\.Input, c\.Arguments\); err != nil \{\n\t\treturn nil, err' \
+	'if err := tool.ValidateValue(t.Input, c.Arguments); false && err != nil {\n\t\treturn nil, err' \
 	-- "$gwpkg" 'TestInvokeValidatesArguments'
 
 mutate gw-relay-codes "every downstream error code is relayed as the gateway's own" \
@@ -432,6 +432,54 @@ mutate session-subscription-silent "a 2026-07-28 stdio client's subscription nev
 	'if tools && !ss\.stopping\.Load\(\) \{' \
 	'if false && tools {' \
 	-- ./internal/session 'TestSubscriptionsListen'
+
+mutate gw-authz "a tools/call the deciding rule refuses is forwarded" \
+	internal/gateway/invoke.go \
+	'\tif !d\.Allow \{' \
+	'\tif false && !d.Allow {' \
+	-- "$e2epkg" 'TestGatewayAuthorization'
+
+mutate gw-condition "a rule's condition is not required to hold" \
+	internal/gateway/policy/policy.go \
+	'if b, ok := out\.Value\(\)\.\(bool\); ok && b \{' \
+	'if b, ok := out.Value().(bool); true || ok && b {' \
+	-- ./internal/gateway/policy 'TestDecide'
+
+mutate gw-token-compare "any bearer token is taken for the first configured one" \
+	internal/gateway/auth/auth.go \
+	'if subtle\.ConstantTimeCompare\(sum\[:\], a\.static\[i\]\.SHA256\[:\]\) == 1 \{' \
+	'if subtle.ConstantTimeCompare(sum[:], a.static[i].SHA256[:]) == 1 || i == 0 {' \
+	-- ./internal/gateway/auth 'TestStaticTokens'
+
+mutate gw-session-owner "a legacy session id is accepted with another principal's token" \
+	internal/gateway/front/sessions.go \
+	'if !hmac\.Equal\(b\[1\+n\+8\+16:1\+n\+8\+16\+16\], owner\) \{' \
+	'if false && !hmac.Equal(b[1+n+8+16:1+n+8+16+16], owner) {' \
+	-- "$e2epkg" 'TestGatewayAuthorization'
+
+mutate gw-list-filter "a caller lists tools no rule lets it call" \
+	internal/gateway/list.go \
+	'\tif g\.filter \{' \
+	'\tif false && g.filter {' \
+	-- "$e2epkg" 'TestGatewayAuthorization'
+
+mutate gw-identity-role "an HTTP downstream is not told the caller's role" \
+	internal/gateway/upstream/http.go \
+	'req\.Header\.Set\("X-MCP-Gateway-Role", strings\.Join\(who\.Roles, ","\)\)' \
+	'_ = who.Roles' \
+	-- "$e2epkg" 'TestGatewayIdentityHeaders'
+
+mutate gw-rate "a principal past its rate is served" \
+	internal/gateway/front/mcp.go \
+	'if ok, wait := s\.limiters\.allow\(x\.p\); !ok \{' \
+	'if ok, wait := s.limiters.allow(x.p); false && !ok {' \
+	-- "$e2epkg" 'TestGatewayRateLimit'
+
+mutate gw-jwt-audience "a JWT for another audience is accepted" \
+	internal/gateway/auth/jwt.go \
+	'\t\tjwt\.WithAudience\(v\.opts\.Audience\),\n' \
+	'' \
+	-- ./internal/gateway/auth 'TestJWT'
 
 mutate gw-explicit-env "a stdio child inherits the gateway's environment" \
 	internal/gateway/upstream/stdio.go \

@@ -7,14 +7,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/mcp-bastion/bastion/internal/gateway"
+	"github.com/mcp-bastion/bastion/internal/gateway/audit"
+	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	gwconfig "github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/gateway/front"
 	"github.com/mcp-bastion/bastion/internal/gateway/metrics"
+	"github.com/mcp-bastion/bastion/internal/gateway/policy"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 	"github.com/mcp-bastion/bastion/internal/session"
 	"github.com/mcp-bastion/bastion/internal/stdio"
@@ -27,6 +31,13 @@ MCP servers the configuration names (stdio child processes and Streamable
 HTTP endpoints). Every downstream tool is offered under its qualified name
 <server>.<tool>; calls are routed to the server that owns the tool.
 
+Every request is authenticated (Authorization: Bearer: static tokens of
+auth.tokens or the variable auth.tokens_env names, or JWTs checked against
+auth.jwt's key set; auth: {mode: none} runs without, on loopback only),
+and every tools/call is decided by policy.rules: the first rule whose
+pattern matches the qualified name decides; no matching rule denies.
+Decisions go to the audit sink (audit.file, default stderr) as JSON Lines.
+
 By default the gateway serves Streamable HTTP (both protocol eras) at the
 configured listen address and path, with GET /healthz (liveness) and
 GET /readyz (every server discovered or failed closed). With --stdio it
@@ -35,7 +46,8 @@ serves one client on stdin/stdout instead.
 Flags:
   --config FILE   the YAML configuration (see examples/gateway/)
   --check         validate the configuration, then exit
-  --stdio         serve one client on stdin/stdout instead of HTTP
+  --stdio         serve one client on stdin/stdout instead of HTTP; it is
+                  auth.stdio_principal (required unless auth mode is none)
 
 Secrets are never written in the file: ${NAME} references are resolved
 from the environment when the gateway starts. The key that seals legacy
@@ -82,8 +94,30 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "bastion gateway: configuration OK (%d servers: %s)\n", len(cfg.Servers), serverNames(cfg))
 		return exitOK
 	}
+	if *stdioMode && cfg.Auth.StdioPrincipal == nil && !cfg.Anonymous() {
+		fmt.Fprintln(e.stderr, "bastion gateway: --stdio needs auth.stdio_principal: who its one client is (or auth mode none)")
+		return exitUsage
+	}
 	log := gatewayLogger(cfg, e.stderr)
+	pol, err := policy.Compile(cfg.PolicyRules())
+	if err != nil { // validated already; kept for the path that skips it
+		fmt.Fprintf(e.stderr, "bastion gateway: %v\n", err)
+		return exitUsage
+	}
+	if len(cfg.Policy.Rules) == 0 {
+		log.Warn("no policy rules: every tools/call is denied (add a rule such as {id: all, tools: [\"*\"], roles: [\"*\"]})")
+	}
+	if cfg.Anonymous() {
+		log.Warn("auth mode none: callers are not authenticated; every caller is the anonymous principal", slog.String("listen", cfg.Listen))
+	}
+	sink, err := audit.Open(cfg.Audit.File)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "bastion gateway: %v\n", err)
+		return exitFailure
+	}
+	defer sink.Close()
 	g := gateway.New(cfg, log)
+	g.Authorize(pol, cfg.FilterToolsList(), sink)
 	var m *metrics.Metrics
 	if cfg.Metrics != nil {
 		m = metrics.New(g.Downstreams)
@@ -110,7 +144,18 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 	if *stdioMode {
 		return gatewayStdio(ctx, cfg, g, info, log, e)
 	}
-	srv, err := front.New(front.Options{Config: cfg, Gateway: g, Info: info, Key: key, Logger: log, Metrics: m})
+	var authn *auth.Authenticator
+	if !cfg.Anonymous() {
+		var verifier *auth.JWTVerifier
+		if j := cfg.Auth.JWT; j != nil {
+			verifier = auth.NewJWTVerifier(ctx, auth.JWTOptions{Issuer: j.Issuer, Audience: cfg.PublicURL, JWKSURL: j.JWKSURL,
+				RolesClaim: j.RolesClaim, Algorithms: j.Algorithms, Leeway: j.Leeway.D(), Refresh: j.JWKSRefresh.D(),
+				MinRefresh: j.JWKSMinRefresh.D(), Client: jwksClient(), Logger: log})
+			defer verifier.Close()
+		}
+		authn = auth.New(cfg.Auth.Static, verifier)
+	}
+	srv, err := front.New(front.Options{Config: cfg, Gateway: g, Info: info, Key: key, Logger: log, Metrics: m, Authenticator: authn})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "bastion gateway: %v\n", err)
 		return exitUsage
@@ -143,7 +188,7 @@ func gatewayStdio(ctx context.Context, cfg *gwconfig.Config, g *gateway.Gateway,
 		mode = session.ArgumentErrorsProtocol
 	}
 	srv, err := session.NewServer(session.Options{
-		Catalog:        g.SessionCatalog(enc, cursorKey),
+		Catalog:        g.SessionCatalog(enc, cursorKey, stdioPrincipal(cfg)),
 		Info:           info,
 		Instructions:   front.Instructions,
 		CallTimeout:    longest + time.Second, // the gateway's own deadlines come first
@@ -206,5 +251,23 @@ func lookupIn(environ []string) func(string) (string, bool) {
 	return func(k string) (string, bool) {
 		v, ok := m[k]
 		return v, ok
+	}
+}
+
+// stdioPrincipal is who the --stdio front's one client is.
+func stdioPrincipal(cfg *gwconfig.Config) auth.Principal {
+	if sp := cfg.Auth.StdioPrincipal; sp != nil {
+		return auth.Principal{Subject: sp.Subject, Roles: sp.Roles, Issuer: "stdio"}
+	}
+	return front.Anonymous
+}
+
+// jwksClient fetches key sets: directly (never through the environment's
+// proxy), following no redirect, within bounded time.
+func jwksClient() *http.Client {
+	return &http.Client{
+		Timeout:       10 * time.Second,
+		Transport:     &http.Transport{Proxy: nil, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 10 * time.Second},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }

@@ -6,7 +6,8 @@
 // stdin closes.
 //
 // Its tools: echo (returns its arguments), whoami (returns --name), slow
-// (sleeps arguments.ms, or until cancelled), and t00 … t<N-1> (echo) to
+// (sleeps arguments.ms, or until cancelled), headers (the identity and
+// credential headers the request carried), and t00 … t<N-1> (echo) to
 // fill several pages of tools/list, which the SDK cuts at --page-size.
 package main
 
@@ -20,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -59,6 +61,19 @@ func main() {
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
+		})
+	srv.AddTool(&mcp.Tool{Name: "headers", Description: "returns the request's X-MCP-Gateway-* and credential headers", InputSchema: object},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			got := map[string][]string{}
+			if req.Extra != nil {
+				for k, v := range req.Extra.Header {
+					l := strings.ToLower(k)
+					if strings.HasPrefix(l, "x-mcp-gateway-") || l == "authorization" || l == "cookie" || l == "proxy-authorization" || l == "x-forwarded-for" {
+						got[l] = v
+					}
+				}
+			}
+			return text(got), nil
 		})
 	for i := range *extra {
 		srv.AddTool(&mcp.Tool{Name: fmt.Sprintf("t%02d", i), Description: "filler", InputSchema: object},

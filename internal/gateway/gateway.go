@@ -16,10 +16,12 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
 	"github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/gateway/discover"
 	"github.com/mcp-bastion/bastion/internal/gateway/metrics"
+	"github.com/mcp-bastion/bastion/internal/gateway/policy"
 	"github.com/mcp-bastion/bastion/internal/gateway/upstream"
 )
 
@@ -45,6 +47,9 @@ type Gateway struct {
 	servers map[string]*downstream
 	order   []string // server names in configuration order
 	metrics *metrics.Metrics
+	policy  *policy.Policy // nil denies every call
+	filter  bool           // each caller lists only what some rule may allow it
+	audit   *audit.Sink    // nil records nothing
 
 	ctx    context.Context // ends at Close; bounds every walk
 	cancel context.CancelFunc
@@ -89,6 +94,16 @@ func New(cfg *config.Config, log *slog.Logger) *Gateway {
 
 // Instrument records the gateway's work in m; call it before Start.
 func (g *Gateway) Instrument(m *metrics.Metrics) { g.metrics = m }
+
+// Authorize decides every call with p, filters listings by it when filter
+// is set, and records each decision in sink; call it before Start.
+// Without it every call is denied.
+func (g *Gateway) Authorize(p *policy.Policy, filter bool, sink *audit.Sink) {
+	g.policy, g.filter, g.audit = p, filter, sink
+}
+
+// Audit returns the decision log's sink (nil for none).
+func (g *Gateway) Audit() *audit.Sink { return g.audit }
 
 // Downstreams reports every server for the metrics collector.
 func (g *Gateway) Downstreams() []metrics.Downstream {

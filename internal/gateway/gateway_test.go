@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/config"
+	"github.com/mcp-bastion/bastion/internal/gateway/policy"
 	"github.com/mcp-bastion/bastion/internal/gateway/upstream"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/mcp"
@@ -54,7 +55,7 @@ func TestMain(m *testing.M) {
 func start(t *testing.T, servers map[string]map[string]string, extra string) *Gateway {
 	t.Helper()
 	var b strings.Builder
-	b.WriteString("auth:\n  mode: none\nservers:\n")
+	b.WriteString("auth:\n  mode: none\npolicy:\n  rules:\n    - {id: all, tools: [\"*\"], roles: [\"*\"]}\nservers:\n")
 	for name, env := range servers {
 		fmt.Fprintf(&b, "  - name: %s\n    command: [%q]\n    timeout: 2s\n", name, fixtureBin)
 		if len(env) > 0 {
@@ -70,6 +71,11 @@ func start(t *testing.T, servers map[string]map[string]string, extra string) *Ga
 		t.Fatalf("config: %v\n%s", err, b.String())
 	}
 	g := New(cfg, nil)
+	pol, err := policy.Compile(cfg.PolicyRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Authorize(pol, cfg.FilterToolsList(), nil)
 	g.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -200,11 +206,12 @@ func TestListerCursors(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := g.NewLister(enc, []byte(strings.Repeat("k", 32)))
+	alice := View{Owner: "static\x00alice"}
 	var names []string
 	var cursor *string
 	pages := 0
 	for {
-		res, lerr := l.List(mcp.LatestLegacy, cursor)
+		res, lerr := l.List(mcp.LatestLegacy, cursor, alice)
 		if lerr != nil {
 			t.Fatal(lerr)
 		}
@@ -232,22 +239,26 @@ func TestListerCursors(t *testing.T) {
 	}
 	// A cursor sealed with another key is not this gateway's.
 	other := g.NewLister(enc, []byte(strings.Repeat("x", 32)))
-	res, _ := other.List(mcp.LatestLegacy, nil)
+	res, _ := other.List(mcp.LatestLegacy, nil, alice)
 	var first struct{ NextCursor string }
 	if err := json.Unmarshal(res, &first); err != nil || first.NextCursor == "" {
 		t.Fatalf("other lister: %s", res)
 	}
-	if _, lerr := l.List(mcp.LatestLegacy, &first.NextCursor); lerr == nil {
+	if _, lerr := l.List(mcp.LatestLegacy, &first.NextCursor, alice); lerr == nil {
 		t.Error("a cursor sealed with another key was accepted")
+	}
+	// A cursor issued to one caller is refused in another's view.
+	if _, lerr := l.List(mcp.LatestLegacy, cursor, View{Owner: "static\x00mallory"}); lerr == nil {
+		t.Error("a cursor of another caller's view was accepted")
 	}
 	// A cursor of a list that has since changed is refused.
 	stale := cursor
 	g.catalog.Update("s", descs[:10])
-	if _, lerr := l.List(mcp.LatestLegacy, stale); lerr == nil || lerr.Code != jsonrpc.CodeInvalidParams {
+	if _, lerr := l.List(mcp.LatestLegacy, stale, alice); lerr == nil || lerr.Code != jsonrpc.CodeInvalidParams {
 		t.Errorf("stale cursor: %v", lerr)
 	}
 	for _, c := range []string{"", "x", strings.Repeat("A", 43), *stale + "A"} {
-		if _, lerr := l.List(mcp.LatestLegacy, &c); lerr == nil {
+		if _, lerr := l.List(mcp.LatestLegacy, &c, alice); lerr == nil {
 			t.Errorf("cursor %q accepted", c)
 		}
 	}

@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/mcp-bastion/bastion/internal/gateway/audit"
+	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
 	"github.com/mcp-bastion/bastion/internal/gateway/metrics"
+	"github.com/mcp-bastion/bastion/internal/gateway/policy"
 	"github.com/mcp-bastion/bastion/internal/gateway/upstream"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/mcp"
@@ -79,8 +83,11 @@ type Call struct {
 	ProgressToken jsontext.Value
 	Progress      func(params jsontext.Value)
 	// RequestID correlates the gateway's log lines of this call with the
-	// front's; "" for none.
+	// front's, the audit event and what an HTTP downstream receives; ""
+	// for none.
 	RequestID string
+	// Principal is the caller, as the front authenticated it.
+	Principal auth.Principal
 }
 
 // Result is a downstream's tools/call result, parsed: what a front
@@ -100,13 +107,93 @@ type Result struct {
 // answer).
 func (g *Gateway) Invoke(ctx context.Context, c Call) (res *Result, err error) {
 	start := time.Now()
+	ev := audit.Event{RequestID: c.RequestID, Subject: c.Principal.Subject, Issuer: c.Principal.Issuer,
+		Roles: c.Principal.Roles, Method: "tools/call"}
 	t, ok := g.catalog.Snapshot().Lookup(c.Name)
 	if !ok {
 		g.metrics.ToolCall("", metrics.Unknown, "unknown_tool", time.Since(start))
+		ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "unknown_tool", jsonrpc.CodeInvalidParams
+		g.audit.Record(ev)
 		return nil, unknownTool(c.Name)
 	}
+	ev.Tool = t.Qualified
 	defer func() { g.metrics.ToolCall(t.Server, t.Name, outcome(ctx, res, err), time.Since(start)) }()
-	return g.invoke(ctx, c, t)
+	d, err := g.decide(c, t)
+	ev.Rule = d.Rule
+	if err != nil {
+		ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "arguments", jsonrpc.CodeInvalidParams
+		g.audit.Record(ev)
+		return nil, err
+	}
+	g.metrics.Decision(d.Rule, d.Allow)
+	if !d.Allow {
+		ev.Outcome, ev.Reason, ev.Code = audit.Deny, d.Reason, CodeUnauthorized
+		g.audit.Record(ev)
+		return nil, unauthorized(t.Qualified, d, c.Principal.Roles)
+	}
+	var downstream time.Duration
+	res, err = g.invoke(ctx, c, t, &downstream)
+	ev.Outcome = audit.Allow
+	if downstream > 0 {
+		ms := float64(downstream.Microseconds()) / 1000
+		ev.DownstreamMS = &ms
+	}
+	var gwErr *Error
+	var argErr *tool.ArgumentError
+	switch {
+	case errors.As(err, &gwErr):
+		ev.Code = gwErr.Code
+	case errors.As(err, &argErr):
+		ev.Code = jsonrpc.CodeInvalidParams
+	}
+	g.audit.Record(ev)
+	return res, err
+}
+
+// decide applies the policy to c: by principal and tool first, and when
+// the deciding rule has a condition, again on the arguments once they
+// passed the tool's input schema (a condition never sees unchecked
+// arguments). A schema failure is the *tool.ArgumentError returned.
+func (g *Gateway) decide(c Call, t *catalog.Tool) (policy.Decision, error) {
+	pc := policy.Call{Qualified: t.Qualified, Server: t.Server, Name: t.Name}
+	d := g.policy.Decide(c.Principal.Policy(), pc)
+	if !d.NeedsArgs {
+		return d, nil
+	}
+	if err := tool.ValidateValue(t.Input, c.Arguments); err != nil {
+		return d, err
+	}
+	// Conditions read the arguments and annotations as plain JSON values.
+	if err := json.Unmarshal(c.Arguments, &pc.Args); err != nil || pc.Args == nil {
+		return d, tool.NewArgumentError("arguments must be an object")
+	}
+	if t.Annotations != nil {
+		_ = json.Unmarshal(t.Annotations, &pc.Annotations)
+	}
+	return g.policy.Decide(c.Principal.Policy(), pc), nil
+}
+
+// unauthorized is the -32001 of a call the deciding rule refused.
+func unauthorized(name string, d policy.Decision, roles []string) *Error {
+	required := d.Required
+	if required == nil {
+		required = []string{}
+	}
+	if roles == nil {
+		roles = []string{}
+	}
+	data, _ := json.Marshal(map[string]any{"tool": name, "required_roles": required, "roles": roles, "rule": d.Rule})
+	var msg string
+	switch d.Reason {
+	case policy.ReasonNoRule:
+		msg = fmt.Sprintf("Unauthorized Tool Call: no rule allows tool %s", problem.Quote(name))
+	case policy.ReasonCondition:
+		msg = fmt.Sprintf("Unauthorized Tool Call: rule %s does not allow this call of tool %s", problem.Quote(d.Rule), problem.Quote(name))
+	default:
+		msg = fmt.Sprintf("Unauthorized Tool Call: tool %s requires one of the roles %s; the caller has %s",
+			problem.Quote(name), strings.Join(required, ", "), strings.Join(roles, ", "))
+	}
+	return &Error{Code: CodeUnauthorized, Status: http.StatusForbidden, Message: msg, Data: data}
 }
 
 // outcome names what became of a call, for the metrics.
@@ -132,7 +219,7 @@ func outcome(ctx context.Context, res *Result, err error) string {
 	return "bad_gateway"
 }
 
-func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool) (*Result, error) {
+func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *time.Duration) (*Result, error) {
 	// The request id goes on the lines that are written, not into a
 	// logger built for every call.
 	log := callLog{g.log, slog.String("request_id", c.RequestID)}
@@ -156,7 +243,9 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool) (*Result,
 	start := time.Now()
 	res, err := d.conn.Call(dctx, "tools/call", params, upstream.CallOptions{
 		Name: t.Name, ProgressToken: c.ProgressToken, Progress: progressOf(c),
+		Identity: &upstream.Identity{Subject: c.Principal.Subject, Roles: c.Principal.Roles, RequestID: c.RequestID},
 	})
+	*took = time.Since(start)
 	if err != nil {
 		return nil, g.callError(ctx, dctx, log, t, err)
 	}

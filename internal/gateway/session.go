@@ -2,10 +2,13 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 	"github.com/mcp-bastion/bastion/internal/session"
@@ -14,19 +17,22 @@ import (
 
 // SessionCatalog is the catalog as package session serves it: the stdio
 // front (`bastion gateway --stdio`) is a session.Server over it.
-func (g *Gateway) SessionCatalog(enc *mcp.Encoder, cursorKey []byte) session.Catalog {
-	return &sessionCatalog{g: g, lister: g.NewLister(enc, cursorKey)}
+// Its one client is p: every call is decided for p, and p's view is listed.
+func (g *Gateway) SessionCatalog(enc *mcp.Encoder, cursorKey []byte, p auth.Principal) session.Catalog {
+	return &sessionCatalog{g: g, lister: g.NewLister(enc, cursorKey), p: p, view: g.ViewOf(p)}
 }
 
 type sessionCatalog struct {
 	g      *Gateway
 	lister *Lister
+	p      auth.Principal
+	view   View
 }
 
 var _ session.Catalog = (*sessionCatalog)(nil)
 
 func (c *sessionCatalog) List(version string, cursor *string) ([]byte, *jsonrpc.Error) {
-	res, err := c.lister.List(version, cursor)
+	res, err := c.lister.List(version, cursor, c.view)
 	if err != nil {
 		return nil, err.RPC(jsonrpc.ID{})
 	}
@@ -38,7 +44,7 @@ func (c *sessionCatalog) Lookup(name string) (tool.Tool, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &relayTool{g: c.g, desc: tool.Descriptor{Name: t.Qualified, InputSchema: t.InputSchema}}, true
+	return &relayTool{g: c.g, p: c.p, desc: tool.Descriptor{Name: t.Qualified, InputSchema: t.InputSchema}}, true
 }
 
 func (c *sessionCatalog) Watch() (<-chan struct{}, func()) {
@@ -49,13 +55,14 @@ func (c *sessionCatalog) Watch() (<-chan struct{}, func()) {
 // relayTool is one catalog tool as a session calls it.
 type relayTool struct {
 	g    *Gateway
+	p    auth.Principal
 	desc tool.Descriptor
 }
 
 func (t *relayTool) Descriptor() tool.Descriptor { return t.desc }
 
 func (t *relayTool) Call(ctx context.Context, args jsontext.Value) (tool.Result, error) {
-	c := Call{Name: t.desc.Name, Arguments: args}
+	c := Call{Name: t.desc.Name, Arguments: args, Principal: t.p, RequestID: NewRequestID()}
 	if p := tool.ProgressOf(ctx); p != nil {
 		c.ProgressToken, c.Progress = p.Token, p.Send
 	}
@@ -69,4 +76,12 @@ func (t *relayTool) Call(ctx context.Context, args jsontext.Value) (tool.Result,
 	}
 	return tool.Result{Relayed: &tool.Relayed{Content: res.Content, Structured: res.Structured,
 		IsError: res.IsError}}, nil
+}
+
+// NewRequestID returns a fresh correlation id: the one a request carries
+// in the log, the audit and an HTTP downstream's X-MCP-Gateway-Request-Id.
+func NewRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -25,6 +25,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 )
 
 // Config is the validated gateway configuration.
@@ -53,7 +55,19 @@ type Config struct {
 	Metrics *Metrics `yaml:"metrics"`
 	// Log configures the structured log on stderr.
 	Log Log `yaml:"log"`
+	// Policy says who may call what.
+	Policy Policy `yaml:"policy"`
+	// Audit is where decisions are recorded.
+	Audit Audit `yaml:"audit"`
 }
+
+// FilterToolsList reports whether each caller lists only what it may call.
+func (c *Config) FilterToolsList() bool {
+	return c.Policy.FilterToolsList == nil || *c.Policy.FilterToolsList
+}
+
+// Anonymous reports whether callers are not authenticated (auth mode none).
+func (c *Config) Anonymous() bool { return c.Auth.Mode == "none" }
 
 // Server is one downstream MCP server: a stdio child (Command) or a
 // Streamable HTTP endpoint (URL).
@@ -82,12 +96,100 @@ type Server struct {
 // Stdio reports whether s is a child process.
 func (s *Server) Stdio() bool { return len(s.Command) > 0 }
 
-// Auth configures authentication. Only mode "none" exists yet: bearer
-// tokens and JWTs arrive with the authorization part of the gateway, and
-// until then the configuration must say explicitly that callers are not
-// authenticated, and the gateway then listens on loopback only.
+// Auth configures authentication. At least one method — static tokens,
+// tokens from the environment, JWTs — is required unless Mode is "none",
+// which must be written out and binds loopback only.
 type Auth struct {
+	// Mode "none" runs without authentication: every caller is the
+	// anonymous principal.
 	Mode string `yaml:"mode"`
+	// Tokens are static bearer tokens, each as the SHA-256 of the token.
+	Tokens []Token `yaml:"tokens"`
+	// TokensEnv names an environment variable holding tokens in seed
+	// 002's JSON form; it must be set and parse.
+	TokensEnv string `yaml:"tokens_env"`
+	// JWT configures signed tokens.
+	JWT *JWT `yaml:"jwt"`
+	// ResourceMetadata, when set, serves RFC 9728 protected resource
+	// metadata and points every 401 at it.
+	ResourceMetadata *ResourceMetadata `yaml:"resource_metadata"`
+	// StdioPrincipal is who the --stdio front's one client is.
+	StdioPrincipal *Identity `yaml:"stdio_principal"`
+
+	// Static is Tokens and TokensEnv, resolved.
+	Static []auth.StaticToken `yaml:"-"`
+}
+
+// Token is one configured static token.
+type Token struct {
+	SHA256  string   `yaml:"sha256"`
+	Subject string   `yaml:"subject"`
+	Roles   []string `yaml:"roles"`
+}
+
+// Identity is a subject and its roles.
+type Identity struct {
+	Subject string   `yaml:"subject"`
+	Roles   []string `yaml:"roles"`
+}
+
+// JWT configures JWT verification; the audience is the public URL.
+type JWT struct {
+	Issuer     string   `yaml:"issuer"`
+	JWKSURL    string   `yaml:"jwks_url"`
+	RolesClaim string   `yaml:"roles_claim"`
+	Algorithms []string `yaml:"algorithms"`
+	// Leeway is the clock skew allowed on exp and nbf (at most 5m).
+	Leeway Duration `yaml:"leeway"`
+	// JWKSRefresh is how often keys are fetched again; JWKSMinRefresh
+	// the least time between fetches (an unknown kid fetches at most
+	// that often).
+	JWKSRefresh    Duration `yaml:"jwks_refresh"`
+	JWKSMinRefresh Duration `yaml:"jwks_min_refresh"`
+	// InsecureHTTP allows an http:// JWKS URL to a non-loopback host.
+	InsecureHTTP bool `yaml:"insecure_http"`
+}
+
+// ResourceMetadata is what RFC 9728 metadata says besides the resource.
+type ResourceMetadata struct {
+	AuthorizationServers []string `yaml:"authorization_servers"`
+	ScopesSupported      []string `yaml:"scopes_supported"`
+}
+
+// Policy configures authorization.
+type Policy struct {
+	// Rules are decided in order; the first whose pattern matches decides.
+	Rules []Rule `yaml:"rules"`
+	// FilterToolsList lists to each caller only what some rule may allow
+	// it; default true.
+	FilterToolsList *bool `yaml:"filter_tools_list"`
+	// Rate limits each principal's requests.
+	Rate *Rate `yaml:"rate"`
+}
+
+// Rule is one authorization rule (see package policy).
+type Rule struct {
+	ID    string   `yaml:"id"`
+	Tools []string `yaml:"tools"`
+	Roles []string `yaml:"roles"`
+	When  string   `yaml:"when"`
+}
+
+// Rate is a token bucket per principal.
+type Rate struct {
+	// PerPrincipal is requests per unit: "50/s", "600/m", "10000/h".
+	PerPrincipal string `yaml:"per_principal"`
+	// Burst is the bucket's size; default the per-second rate, at least 1.
+	Burst int `yaml:"burst"`
+	// Every is PerPrincipal as the interval between two requests.
+	Every time.Duration `yaml:"-"`
+}
+
+// Audit configures the decision log.
+type Audit struct {
+	// File is a JSON Lines file, appended to; "stderr" (the default)
+	// writes the events to stderr beside the log.
+	File string `yaml:"file"`
 }
 
 // Discovery bounds the reading of one server's tools/list.
@@ -261,6 +363,23 @@ func (c *Config) defaults() {
 	if c.Log.Format == "" {
 		c.Log.Format = "json"
 	}
+	if c.Audit.File == "" {
+		c.Audit.File = "stderr"
+	}
+	if j := c.Auth.JWT; j != nil {
+		if j.RolesClaim == "" {
+			j.RolesClaim = "roles"
+		}
+		if j.Leeway == 0 {
+			j.Leeway = Duration(30 * time.Second)
+		}
+		if j.JWKSRefresh == 0 {
+			j.JWKSRefresh = Duration(5 * time.Minute)
+		}
+		if j.JWKSMinRefresh == 0 {
+			j.JWKSMinRefresh = Duration(30 * time.Second)
+		}
+	}
 	for i := range c.Servers {
 		if c.Servers[i].Timeout == 0 {
 			c.Servers[i].Timeout = c.Limits.Call
@@ -299,16 +418,8 @@ func (v *validator) check(c *Config) {
 	} else if u.Path != c.Path {
 		v.fail("public_url", "its path %s is not the configured path %s", strconv.Quote(u.Path), strconv.Quote(c.Path))
 	}
-	switch c.Auth.Mode {
-	case "none":
-		if !loopback(c.Listen) {
-			v.fail("listen", "with auth mode none the gateway listens on a loopback address only (127.0.0.1, [::1] or localhost)")
-		}
-	case "":
-		v.fail("auth.mode", `is required: no authentication method is configured; set auth: {mode: none} to run without one, on loopback only`)
-	default:
-		v.fail("auth.mode", `must be "none" (bearer tokens and JWTs are not available yet)`)
-	}
+	v.auth(c)
+	v.policy(c)
 	if len(c.Servers) == 0 {
 		v.fail("servers", "at least one server is required")
 	}

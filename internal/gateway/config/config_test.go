@@ -95,8 +95,22 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"alias", "auth: {mode: none}\nx: &a [1]\nservers:\n  - name: a\n    command: *a\n", []string{"x (line 2): unknown key", "servers[0].command (line 5): anchors and aliases are not accepted"}},
 		{"wrong kind", "auth: {mode: none}\nservers: {name: a}\n", []string{"servers (line 2): must be a list"}},
 		{"number for string list", "auth: {mode: none}\nservers:\n  - name: a\n    command: ./x\n", []string{"servers[0].command (line 4): must be a list"}},
-		{"no auth", "servers:\n  - name: a\n    command: [x]\n", []string{"auth.mode: is required"}},
+		{"no auth", "servers:\n  - name: a\n    command: [x]\n", []string{"auth: no authentication method is configured"}},
 		{"auth other", "auth: {mode: tokens}\nservers:\n  - name: a\n    command: [x]\n", []string{`auth.mode: must be "none"`}},
+		{"none with tokens", "auth: {mode: none, tokens_env: T}\nservers:\n  - name: a\n    command: [x]\n", []string{"auth.mode: none cannot be combined"}},
+		{"token not a digest", "auth:\n  tokens:\n    - {sha256: admin-token, subject: a, roles: [admin]}\nservers:\n  - name: a\n    command: [x]\n",
+			[]string{"auth.tokens[0].sha256: must be the 64 lower-case hex digits"}},
+		{"token without roles", "auth:\n  tokens:\n    - {sha256: " + strings.Repeat("ab", 32) + ", subject: a, roles: []}\nservers:\n  - name: a\n    command: [x]\n",
+			[]string{"auth.tokens[0].roles: at least one role"}},
+		{"bad role", "auth:\n  tokens:\n    - {sha256: " + strings.Repeat("ab", 32) + ", subject: a, roles: [\"a,b\"]}\nservers:\n  - name: a\n    command: [x]\n",
+			[]string{"auth.tokens[0].roles[0]: must be 1-64 characters"}},
+		{"tokens env unset", "auth: {tokens_env: NOPE}\nservers:\n  - name: a\n    command: [x]\n", []string{"auth.tokens_env: names NOPE, which is not set or empty"}},
+		{"tokens env bad", "auth: {tokens_env: BAD_TOKENS}\nservers:\n  - name: a\n    command: [x]\n", []string{"auth.tokens_env: BAD_TOKENS: not a JSON object"}},
+		{"jwt", "auth:\n  jwt: {jwks_url: \"http://idp.example/jwks\", algorithms: [HS256], leeway: 1h}\nservers:\n  - name: a\n    command: [x]\n",
+			[]string{"auth.jwt.issuer: is required", "auth.jwt.jwks_url: http is allowed only to a loopback", "auth.jwt.algorithms[0]: must be one of", "auth.jwt.leeway: must be from"}},
+		{"rule that does not compile", minimal + "policy:\n  rules:\n    - {id: refunds, tools: [\"*\"], roles: [\"*\"], when: \"args.amount <=\"}\n",
+			[]string{`policy.rules: rule "refunds": when:`}},
+		{"rate", minimal + "policy: {rate: {per_principal: fast}}\n", []string{"policy.rate.per_principal: must be a count per s, m or h"}},
 		{"auth none off loopback", "listen: 0.0.0.0:8080\npublic_url: http://gw.example:8080/mcp\nauth: {mode: none}\nservers:\n  - name: a\n    command: [x]\n",
 			[]string{"listen: with auth mode none the gateway listens on a loopback address only"}},
 		{"no servers", "auth: {mode: none}\n", []string{"servers: at least one server is required"}},
@@ -124,9 +138,12 @@ func TestErrorsNameTheKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.yaml), env(nil))
+			_, err := Parse([]byte(tt.yaml), env(map[string]string{"BAD_TOKENS": "tok-secret-1"}))
 			if err == nil {
 				t.Fatal("accepted")
+			}
+			if strings.Contains(err.Error(), "tok-secret-1") {
+				t.Errorf("the error quotes a token: %v", err)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
@@ -181,5 +198,20 @@ func TestByteSize(t *testing.T) {
 	}
 	if s := ByteSize(4 << 20).String(); s != "4MiB" {
 		t.Errorf("String = %q", s)
+	}
+}
+
+func TestAuthResolved(t *testing.T) {
+	y := "auth:\n  tokens:\n    - {sha256: " + strings.Repeat("0f", 32) + ", subject: ops, roles: [admin, viewer]}\n  tokens_env: TOKS\n" +
+		"policy:\n  rules:\n    - {id: all, tools: [\"*\"], roles: [\"*\"]}\n  filter_tools_list: false\n  rate: {per_principal: 10/s}\nservers:\n  - name: a\n    command: [x]\n"
+	c, err := Parse([]byte(y), env(map[string]string{"TOKS": `{"tok-v":"viewer"}`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Auth.Static) != 2 || c.Auth.Static[0].Subject != "ops" || c.Auth.Static[1].Roles[0] != "viewer" {
+		t.Errorf("static tokens %+v", c.Auth.Static)
+	}
+	if c.FilterToolsList() || c.Policy.Rate.Every != 100*time.Millisecond || c.Policy.Rate.Burst != 10 || c.Audit.File != "stderr" {
+		t.Errorf("policy %+v, audit %+v", c.Policy, c.Audit)
 	}
 }

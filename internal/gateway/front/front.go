@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/mcp-bastion/bastion/internal/gateway"
+	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	"github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/gateway/metrics"
 	"github.com/mcp-bastion/bastion/internal/guard"
@@ -50,6 +51,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics, when set, records every request.
 	Metrics *metrics.Metrics
+	// Authenticator authenticates every request; nil is allowed only
+	// under auth mode none (every caller is then Anonymous).
+	Authenticator *auth.Authenticator
 }
 
 // Server is the HTTP front.
@@ -66,6 +70,11 @@ type Server struct {
 
 	sessions *sessions
 	calls    *calls
+
+	authn       *auth.Authenticator
+	limiters    *limiters // nil: no rate limit
+	metadata    []byte    // RFC 9728 document, nil when not configured
+	metadataURL string
 	// stopping closes when the front begins to shut down: open
 	// subscriptions end with their result.
 	stopping chan struct{}
@@ -97,11 +106,23 @@ func New(opts Options) (*Server, error) {
 		sessions: newSessions(derive(opts.Key, "session"), opts.Config.Sessions.TTL.D()),
 		calls:    newCalls(),
 		stopping: make(chan struct{}),
+		authn:    opts.Authenticator,
 	}
+	if s.authn == nil && !opts.Config.Anonymous() {
+		return nil, errors.New("front: an authenticator is required unless auth mode is none")
+	}
+	if r := opts.Config.Policy.Rate; r != nil {
+		s.limiters = newLimiters(r.Every, r.Burst)
+	}
+	s.buildMetadata()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc(opts.Config.Path, s.mcp)
+	if s.metadata != nil {
+		mux.HandleFunc("GET "+wellKnown, s.resourceMetadata)
+		mux.HandleFunc("GET "+wellKnown+opts.Config.Path, s.resourceMetadata)
+	}
 	s.handler = s.guard(mux)
 	return s, nil
 }

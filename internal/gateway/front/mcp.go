@@ -3,7 +3,6 @@ package front
 import (
 	"context"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcp-bastion/bastion/internal/gateway"
+	"github.com/mcp-bastion/bastion/internal/gateway/audit"
+	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	"github.com/mcp-bastion/bastion/internal/guard"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/mcp"
@@ -47,6 +48,8 @@ type exchange struct {
 	method string
 	// rid correlates the log lines of this request.
 	rid string
+	// p is the authenticated caller.
+	p auth.Principal
 	// sse says the answer is an event stream; w is then written as
 	// events come.
 	acceptJSON, acceptSSE bool
@@ -57,6 +60,8 @@ type exchange struct {
 type reply struct {
 	msg    []byte
 	status int
+	// retryAfter, when set, is the Retry-After of a 429.
+	retryAfter int
 }
 
 func (s *Server) mcp(w http.ResponseWriter, r *http.Request) {
@@ -121,6 +126,14 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) *exchange {
 		writeError(w, http.StatusBadRequest, f.Items[0].Err, false)
 		return x
 	}
+	var firstID jsonrpc.ID
+	firstNotification := false
+	if !f.Batch && f.Items[0].Msg != nil {
+		firstID, firstNotification = f.Items[0].Msg.ID, f.Items[0].Msg.Kind != jsonrpc.KindRequest
+	}
+	if !x.authenticate(w, firstID, firstNotification) {
+		return x
+	}
 	if st, e, notification := x.era(f); e != nil {
 		writeError(w, st, e, notification)
 		return x
@@ -164,6 +177,9 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) *exchange {
 	w.Header().Set("Content-Type", "application/json")
 	if m.Method == "initialize" && x.sess.nonce != "" {
 		w.Header().Set(hdrSessionID, x.sessionID)
+	}
+	if rep.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(rep.retryAfter))
 	}
 	w.WriteHeader(rep.status)
 	w.Write(append(rep.msg, '\n'))
@@ -218,7 +234,7 @@ func (x *exchange) era(f jsonrpc.Frame) (int, *jsonrpc.Error, bool) {
 		return 0, nil, false // the handshake decides the version
 	}
 	if sid != "" {
-		sess, err := x.s.sessions.open(sid)
+		sess, err := x.s.sessions.open(sid, x.owner())
 		if err != nil {
 			var id jsonrpc.ID
 			if first != nil {
@@ -368,6 +384,12 @@ func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress fun
 	fail := func(status, code int, msg string) reply {
 		return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, code, msg)), status: status}
 	}
+	if ok, wait := s.limiters.allow(x.p); !ok {
+		s.metrics.RateLimited()
+		s.g.Audit().Record(audit.Event{RequestID: x.rid, Subject: x.p.Subject, Issuer: x.p.Issuer, Roles: x.p.Roles,
+			Method: m.Method, Outcome: audit.RateLimited, Code: gateway.CodeTooManyRequests})
+		return rateLimited(m.ID, wait)
+	}
 	switch m.Method {
 	case "initialize":
 		if x.modern || x.sess.nonce != "" {
@@ -394,7 +416,7 @@ func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress fun
 				return fail(http.StatusOK, jsonrpc.CodeInvalidParams, "Invalid params: params do not match tools/list")
 			}
 		}
-		res, err := s.lister.List(x.version, p.Cursor)
+		res, err := s.lister.List(x.version, p.Cursor, s.g.ViewOf(x.p))
 		if err != nil {
 			return reply{msg: jsonrpc.AppendError(nil, err.RPC(m.ID)), status: err.Status}
 		}
@@ -432,7 +454,7 @@ func (x *exchange) initialize(m *jsonrpc.Message) reply {
 		return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+why)), status: http.StatusOK}
 	}
 	v := mcp.Negotiate(*p.ProtocolVersion)
-	id, sess := x.s.sessions.mint(v)
+	id, sess := x.s.sessions.mint(v, x.owner())
 	x.sess, x.version, x.sessionID = sess, v, id
 	x.s.log.Info("session initialized", slog.String("request_id", x.rid), slog.String("protocol_version", v))
 	return reply{msg: jsonrpc.AppendResult(nil, m.ID, x.s.enc.Initialize(v)), status: http.StatusOK}
@@ -487,7 +509,7 @@ func (x *exchange) call(ctx context.Context, m *jsonrpc.Message, progress func(j
 		}
 		defer s.calls.remove(k)
 	}
-	c := gateway.Call{Name: *p.Name, Arguments: args, RequestID: x.rid}
+	c := gateway.Call{Name: *p.Name, Arguments: args, RequestID: x.rid, Principal: x.p}
 	if tok := mcp.ProgressToken(p.Meta); tok != nil && progress != nil {
 		c.ProgressToken, c.Progress = tok, progress
 	}
@@ -632,7 +654,11 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Not Acceptable: GET opens an event stream (Accept: text/event-stream)", http.StatusNotAcceptable)
 		return
 	}
-	sess, err := s.sessions.open(r.Header.Get(hdrSessionID))
+	p, ok := s.principal(w, r)
+	if !ok {
+		return
+	}
+	sess, err := s.sessions.open(r.Header.Get(hdrSessionID), ownerOf(p.Issuer, p.Subject))
 	switch {
 	case errors.Is(err, errNoSession):
 		w.Header().Set("Allow", "POST, DELETE")
@@ -731,7 +757,11 @@ func (e events) send(msg []byte) {
 
 // delete ends a legacy session.
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
-	sess, err := s.sessions.open(r.Header.Get(hdrSessionID))
+	p, ok := s.principal(w, r)
+	if !ok {
+		return
+	}
+	sess, err := s.sessions.open(r.Header.Get(hdrSessionID), ownerOf(p.Issuer, p.Subject))
 	switch {
 	case errors.Is(err, errNoSession):
 		http.Error(w, "Bad Request: Mcp-Session-Id is required", http.StatusBadRequest)
@@ -814,6 +844,4 @@ func (w *statusWriter) code() int {
 }
 
 // requestID returns a fresh correlation id for one request's log lines.
-func requestID() string {
-	return hex.EncodeToString(newNonce()[:8])
-}
+func requestID() string { return gateway.NewRequestID() }

@@ -53,27 +53,38 @@ func newSessions(key []byte, ttl time.Duration) *sessions {
 	return &sessions{key: key, ttl: ttl, revoked: map[string]time.Time{}, streams: map[string]map[chan struct{}]bool{}}
 }
 
-// mint issues a session id for version.
-func (s *sessions) mint(version string) (string, session) {
+// ownerOf is what a session id binds its principal by: a digest of the
+// issuer and the subject, so that an id presented with another
+// principal's token is refused (decision 10) and no subject is readable
+// from an id.
+func ownerOf(issuer, subject string) []byte {
+	s := sha256.Sum256([]byte("mcp-bastion session owner\x00" + issuer + "\x00" + subject))
+	return s[:16]
+}
+
+// mint issues a session id for version, owned by owner (ownerOf).
+func (s *sessions) mint(version string, owner []byte) (string, session) {
 	nonce := newNonce()
 	now := time.Now()
-	b := make([]byte, 0, 1+len(version)+8+16+16)
+	b := make([]byte, 0, 1+len(version)+8+16+16+16)
 	b = append(b, byte(len(version)))
 	b = append(b, version...)
 	b = binary.BigEndian.AppendUint64(b, uint64(now.Unix()))
 	b = append(b, nonce...)
+	b = append(b, owner...)
 	b = append(b, hmacSum(s.key, b)[:16]...)
 	return base64.RawURLEncoding.EncodeToString(b), session{version: version, nonce: hex.EncodeToString(nonce), issued: now}
 }
 
-// open checks a session id: sealed with the key, a version the gateway
-// speaks, not expired, not revoked.
-func (s *sessions) open(id string) (session, error) {
+// open checks a session id: sealed with the key, owned by owner, a
+// version the gateway speaks, not expired, not revoked.
+func (s *sessions) open(id string, owner []byte) (session, error) {
 	if id == "" {
 		return session{}, errNoSession
 	}
 	b, err := base64.RawURLEncoding.DecodeString(id)
-	if err != nil || len(b) < 1+8+16+16 || len(b) != 1+int(b[0])+8+16+16 {
+	const fixed = 1 + 8 + 16 + 16 + 16
+	if err != nil || len(b) < fixed || len(b) != int(b[0])+fixed {
 		return session{}, errSessionGone
 	}
 	body, mac := b[:len(b)-16], b[len(b)-16:]
@@ -84,6 +95,9 @@ func (s *sessions) open(id string) (session, error) {
 	version := string(b[1 : 1+n])
 	issued := time.Unix(int64(binary.BigEndian.Uint64(b[1+n:])), 0)
 	nonce := hex.EncodeToString(b[1+n+8 : 1+n+8+16])
+	if !hmac.Equal(b[1+n+8+16:1+n+8+16+16], owner) {
+		return session{}, errSessionGone
+	}
 	if !mcp.IsLegacy(version) || time.Since(issued) > s.ttl || time.Until(issued) > time.Minute {
 		return session{}, errSessionGone
 	}

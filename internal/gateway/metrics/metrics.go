@@ -37,6 +37,9 @@ type Metrics struct {
 	pages         *prometheus.CounterVec
 	walkFailures  *prometheus.CounterVec
 	walks         *prometheus.CounterVec
+	decisions     *prometheus.CounterVec
+	authFailures  prometheus.Counter
+	rateLimited   prometheus.Counter
 	downstreamsFn func() []Downstream
 }
 
@@ -87,9 +90,22 @@ func New(downstreams func() []Downstream) *Metrics {
 			Name: "bastion_gateway_discovery_failures_total",
 			Help: "Walks of a server's list that could not be completed (nothing of that server is then offered).",
 		}, []string{"server"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bastion_gateway_decisions_total",
+			Help: "Authorization decisions on tools/call, by deciding rule (\"\" when none matched) and outcome (allow, deny).",
+		}, []string{"rule", "outcome"}),
+		authFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bastion_gateway_authentication_failures_total",
+			Help: "Requests refused with -32000: no, a malformed or an unknown token, or an invalid JWT.",
+		}),
+		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bastion_gateway_rate_limited_total",
+			Help: "Requests refused with -32005 because their principal exceeded its rate.",
+		}),
 		downstreamsFn: downstreams,
 	}
 	m.reg.MustRegister(m.requests, m.requestTime, m.calls, m.callTime, m.walks, m.pages, m.walkFailures,
+		m.decisions, m.authFailures, m.rateLimited,
 		&downstreamCollector{m: m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -115,6 +131,32 @@ func (m *Metrics) ToolCall(server, tool, outcome string, d time.Duration) {
 	}
 	m.calls.WithLabelValues(server, tool, outcome).Inc()
 	m.callTime.WithLabelValues(server).Observe(d.Seconds())
+}
+
+// Decision records one authorization decision.
+func (m *Metrics) Decision(rule string, allow bool) {
+	if m == nil {
+		return
+	}
+	outcome := "deny"
+	if allow {
+		outcome = "allow"
+	}
+	m.decisions.WithLabelValues(rule, outcome).Inc()
+}
+
+// AuthFailure records one refused authentication.
+func (m *Metrics) AuthFailure() {
+	if m != nil {
+		m.authFailures.Inc()
+	}
+}
+
+// RateLimited records one request refused for its principal's rate.
+func (m *Metrics) RateLimited() {
+	if m != nil {
+		m.rateLimited.Inc()
+	}
 }
 
 // Walk records one walk of a server's list: pages read, and whether it

@@ -77,7 +77,8 @@ const (
 	ReasonCondition = "condition"
 )
 
-// Policy is a compiled rule set. It is immutable and safe for concurrent use.
+// Policy is a compiled rule set. It is immutable and safe for concurrent
+// use; a nil *Policy denies every call.
 type Policy struct {
 	rules []compiled
 }
@@ -182,6 +183,9 @@ func compileCondition(env *cel.Env, src string) (cel.Program, error) {
 // caller checks the arguments against the tool's schema and decides again
 // with them.
 func (pol *Policy) Decide(p Principal, c Call) Decision {
+	if pol == nil {
+		return Decision{Reason: ReasonNoRule}
+	}
 	r := pol.deciding(c.Qualified)
 	if r == nil {
 		return Decision{Reason: ReasonNoRule}
@@ -221,6 +225,9 @@ func (pol *Policy) Decide(p Principal, c Call) Decision {
 // needs a call's arguments), so a tool whose calls a condition may refuse
 // is still listed.
 func (pol *Policy) Listable(p Principal, qualified string) bool {
+	if pol == nil {
+		return false
+	}
 	r := pol.deciding(qualified)
 	return r != nil && r.grants(p.Roles)
 }

@@ -100,6 +100,17 @@ type outgoing struct {
 	method, name string
 	// id is the request id, or 0 for a notification or a response.
 	id int64
+	// identity is the caller's, for an HTTP downstream's identity
+	// headers; nil for the gateway's own requests.
+	identity *Identity
+}
+
+// Identity is who a call is made for, as an HTTP downstream is told in
+// the X-MCP-Gateway-* headers.
+type Identity struct {
+	Subject   string
+	Roles     []string
+	RequestID string
 }
 
 // transport carries one connection's messages.
@@ -119,6 +130,8 @@ type CallOptions struct {
 	ProgressToken jsontext.Value
 	// Name is the tools/call name, for the Mcp-Name header.
 	Name string
+	// Identity, when set, is sent to an HTTP downstream.
+	Identity *Identity
 }
 
 // Client speaks MCP to one downstream connection. It is safe for
@@ -295,7 +308,7 @@ func (c *Client) roundTrip(ctx context.Context, method string, params []byte, me
 		msg = append(msg, params...)
 	}
 	msg = append(msg, '}')
-	out := outgoing{msg: msg, method: method, name: opts.Name, id: id}
+	out := outgoing{msg: msg, method: method, name: opts.Name, id: id, identity: opts.Identity}
 
 	// A transport whose send returns only once the answer is delivered
 	// (HTTP: the response carries it) is called on this goroutine, which

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -240,6 +241,31 @@ func (s *HTTPServer) headers(req *http.Request, out outgoing) {
 	if id != "" {
 		req.Header.Set("Mcp-Session-Id", id)
 	}
+	// The identity headers override whatever the configuration set; a
+	// client's own headers never reach this request (it is built from
+	// scratch), so a caller cannot forge them.
+	if who := out.identity; who != nil {
+		req.Header.Set("X-MCP-Gateway-Subject", HeaderValue(who.Subject))
+		req.Header.Set("X-MCP-Gateway-Role", strings.Join(who.Roles, ","))
+		if who.RequestID != "" {
+			req.Header.Set("X-MCP-Gateway-Request-Id", who.RequestID)
+		}
+	}
+}
+
+// HeaderValue is how a string travels in a header (GATEWAY.md decision
+// 8): plain when it is visible ASCII without surrounding space and does
+// not look like the sentinel, else =?base64?<UTF-8 base64>?=.
+func HeaderValue(s string) string {
+	plain := s != "" && s[0] != ' ' && s[len(s)-1] != ' ' &&
+		!(strings.HasPrefix(s, "=?base64?") && strings.HasSuffix(s, "?="))
+	for i := 0; plain && i < len(s); i++ {
+		plain = s[i] >= 0x20 && s[i] <= 0x7e
+	}
+	if plain {
+		return s
+	}
+	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?="
 }
 
 // httpTransport carries one client's messages as POSTs.
@@ -264,7 +290,7 @@ func (t *httpTransport) send(ctx context.Context, out outgoing) error {
 		if info.Modern && out.method != "" {
 			req.Header.Set("Mcp-Method", out.method)
 			if out.name != "" {
-				req.Header.Set("Mcp-Name", out.name)
+				req.Header.Set("Mcp-Name", HeaderValue(out.name))
 			}
 		}
 	} else if out.method == "server/discover" {

@@ -1,0 +1,445 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/lestrrat-go/jwx/v3/jwt"
+)
+
+// The gateway's authentication and authorization, end to end. What a
+// downstream received is read from the downstream's own record (the
+// fixture's FIXTURE_LOG of every line it read, httpfixture's headers
+// tool), never inferred from the answer: a denied call must not be there.
+
+// Tokens of these tests: random per run, so that the leak check below
+// can look for them.
+var (
+	adminToken  = "adm-" + randHex(12)
+	viewerToken = "view-" + randHex(12)
+	supportTok  = "sup-" + randHex(12)
+)
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%x", b)
+}
+
+func tokensEnv() string {
+	b, _ := json.Marshal(map[string]any{
+		adminToken:  map[string]string{"sub": "alice@example.com", "role": "admin"},
+		viewerToken: map[string]string{"sub": "bob@example.com", "role": "viewer"},
+		supportTok:  map[string]any{"sub": "sam", "roles": []string{"support", "viewer"}},
+	})
+	return string(b)
+}
+
+const authPolicy = `policy:
+  rules:
+    - {id: admin-tools, tools: ["*.admin_*"], roles: [admin]}
+    - id: refunds
+      tools: ["*.refund"]
+      roles: [support, admin]
+      when: "'admin' in principal.roles || double(args.amount) <= 100.0"
+    - {id: everyone-else, tools: ["*"], roles: ["*"]}
+`
+
+// authGateway fronts one fixture whose every received line lands in the
+// returned log file, behind the test tokens and authPolicy, plus extra
+// top-level YAML.
+func authGateway(t *testing.T, extra string, servers ...string) (*gw, string) {
+	t.Helper()
+	return authGatewayPolicy(t, authPolicy, extra, servers...)
+}
+
+func authGatewayPolicy(t *testing.T, pol, extra string, servers ...string) (*gw, string) {
+	t.Helper()
+	mark := newMark()
+	rec := filepath.Join(t.TempDir(), "received.log")
+	srv := fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "echo,admin_reset_key,refund", "FIXTURE_LOG": rec})
+	body := "auth:\n  tokens_env: E2E_TOKENS\n" + pol + "log:\n  level: debug\n" + extra +
+		"servers:\n" + srv + strings.Join(servers, "")
+	g := startGatewayWith(t, mark, body, "E2E_TOKENS="+tokensEnv())
+	return g, rec
+}
+
+// received is what the fixture read, as one string.
+func received(t *testing.T, rec string) string {
+	t.Helper()
+	b, err := os.ReadFile(rec)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func callAs(g *gw, tok, name string, args any, id any) httpReply {
+	g.t.Helper()
+	h := modernHeaders("tools/call", name)
+	if tok != "" {
+		h["Authorization"] = "Bearer " + tok
+	}
+	return g.mustPost(h, modernBody(id, "tools/call", map[string]any{"name": name, "arguments": args}))
+}
+
+// TestGatewayAuthentication: every way to fail authentication is 401 with
+// -32000 and a Bearer challenge (invalid_token only when a token was
+// presented), the id echoed; nothing reaches the downstream; the scheme
+// is matched without regard to case, the token exactly.
+func TestGatewayAuthentication(t *testing.T) {
+	g, rec := authGateway(t, "")
+	body := modernBody(7, "tools/call", map[string]any{"name": "fx.echo", "arguments": map[string]any{"probe": "unauthenticated"}})
+	for _, tc := range []struct {
+		name      string
+		auth      []string
+		presented bool
+	}{
+		{"no header", nil, false},
+		{"wrong scheme", []string{"Basic " + adminToken}, true},
+		{"empty token", []string{"Bearer "}, true},
+		{"unknown token", []string{"Bearer not-a-token"}, true},
+		{"token in another case", []string{"Bearer " + strings.ToUpper(adminToken)}, true},
+		{"token with a suffix", []string{"Bearer " + adminToken + "x"}, true},
+		{"two headers", []string{"Bearer " + adminToken, "Bearer " + adminToken}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequestWithContext(ctxT(t), http.MethodPost, g.url, strings.NewReader(body))
+			for k, v := range modernHeaders("tools/call", "fx.echo") {
+				req.Header.Set(k, v)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			for _, a := range tc.auth {
+				req.Header.Add("Authorization", a)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var m msg
+			_ = json.NewDecoder(resp.Body).Decode(&m)
+			ch := resp.Header.Get("WWW-Authenticate")
+			if resp.StatusCode != 401 || m["id"] != float64(7) || !strings.HasPrefix(ch, "Bearer ") || strings.Contains(ch, "invalid_token") != tc.presented {
+				t.Errorf("HTTP %d, challenge %q, body %v", resp.StatusCode, ch, m)
+			}
+			if code, _ := errorOf(t, m); code != -32000 {
+				t.Errorf("code %d", code)
+			}
+		})
+	}
+	// bEaReR is the Bearer scheme.
+	r := g.mustPost(map[string]string{"Authorization": "bEaReR " + viewerToken, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "fx.echo"},
+		modernBody(8, "tools/call", map[string]any{"name": "fx.echo", "arguments": map[string]any{"probe": "mixed-case"}}))
+	if r.status != 200 {
+		t.Fatalf("bEaReR: HTTP %d %s", r.status, r.body)
+	}
+	got := received(t, rec)
+	if strings.Contains(got, "unauthenticated") || !strings.Contains(got, "mixed-case") {
+		t.Errorf("the downstream received:\n%s", got)
+	}
+}
+
+// TestGatewayAuthorization: seed 002's demonstration and its batch and
+// notification rows. A viewer's admin_* call is 403/-32001 and never
+// reaches the downstream; the admin's is forwarded; the CEL rule bounds
+// a refund for one role and not another; a batch is decided member by
+// member with the answers in the client's order; a denied notification
+// gets no body; the listing is the caller's own.
+func TestGatewayAuthorization(t *testing.T) {
+	g, rec := authGateway(t, "")
+	r := callAs(g, viewerToken, "fx.admin_reset_key", map[string]any{"key_id": "KEY-VIEWER"}, 1)
+	m := r.msg(t)
+	code, _ := errorOf(t, m)
+	data := fmt.Sprint(m["error"].(map[string]any)["data"])
+	if r.status != 403 || code != -32001 || !strings.Contains(data, "required_roles:[admin]") || !strings.Contains(data, "rule:admin-tools") || !strings.Contains(data, "roles:[viewer]") {
+		t.Fatalf("viewer: HTTP %d %s", r.status, r.body)
+	}
+	// Another spelling names no tool (names are exact), and never reaches
+	// the downstream; the rule's pattern ignores case regardless.
+	if m := callAs(g, viewerToken, "FX.ADMIN_reset_key", map[string]any{"key_id": "KEY-SPELT"}, 2).msg(t); m["error"] == nil {
+		t.Errorf("a respelt admin tool: %v", m)
+	}
+	if r := callAs(g, adminToken, "fx.admin_reset_key", map[string]any{"key_id": "KEY-ADMIN"}, 3); r.status != 200 {
+		t.Fatalf("admin: HTTP %d %s", r.status, r.body)
+	}
+	// The refund rule: support up to 100, admin without bound, viewer not at all.
+	for _, tc := range []struct {
+		tok    string
+		amount float64
+		want   int
+	}{
+		{supportTok, 50, 200}, {supportTok, 5000, 403}, {adminToken, 5000, 200}, {viewerToken, 1, 403},
+	} {
+		r := callAs(g, tc.tok, "fx.refund", map[string]any{"amount": tc.amount, "marker": fmt.Sprintf("refund-%s-%v", tc.tok[:3], tc.amount)}, 4)
+		if r.status != tc.want {
+			t.Errorf("refund of %v with %s: HTTP %d %s", tc.amount, tc.tok[:3], r.status, r.body)
+		}
+	}
+	got := received(t, rec)
+	for _, never := range []string{"KEY-VIEWER", "KEY-SPELT", "refund-sup-5000", "refund-vie-1"} {
+		if strings.Contains(got, never) {
+			t.Errorf("a denied call reached the downstream (%s):\n%s", never, got)
+		}
+	}
+	for _, want := range []string{"KEY-ADMIN", "refund-sup-50", "refund-adm-5000"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("an allowed call did not reach the downstream (%s)", want)
+		}
+	}
+
+	// Listing: the viewer does not see admin_* (nor the refund it may not
+	// call); the admin does; both lists are private.
+	list := func(tok string) (names []string, scope any) {
+		h := modernHeaders("tools/list", "")
+		h["Authorization"] = "Bearer " + tok
+		res := resultObj(t, g.mustPost(h, modernBody(9, "tools/list", nil)).msg(t))
+		for _, tl := range res["tools"].([]any) {
+			names = append(names, tl.(map[string]any)["name"].(string))
+		}
+		return names, res["cacheScope"]
+	}
+	vn, vscope := list(viewerToken)
+	an, _ := list(adminToken)
+	if slices.Contains(vn, "fx.admin_reset_key") || slices.Contains(vn, "fx.refund") || !slices.Contains(vn, "fx.echo") || vscope != "private" {
+		t.Errorf("viewer lists %v (cacheScope %v)", vn, vscope)
+	}
+	if !slices.Contains(an, "fx.admin_reset_key") {
+		t.Errorf("admin lists %v", an)
+	}
+
+	// A legacy session of the viewer: a batch decided member by member.
+	s := legacyAs(t, g, viewerToken, "2025-03-26")
+	batch := `[{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"fx.echo","arguments":{"m":"batch-1"}}},` +
+		`{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":"fx.admin_reset_key","arguments":{"key_id":"KEY-BATCH"}}},` +
+		`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"fx.admin_reset_key","arguments":{"key_id":"KEY-NOTIFY"}}},` +
+		`{"jsonrpc":"2.0","id":"","method":"tools/list"}]`
+	br := s.post(batch)
+	var members []msg
+	if err := json.Unmarshal(br.body, &members); err != nil || br.status != 200 || len(members) != 3 {
+		t.Fatalf("batch: HTTP %d %s", br.status, br.body)
+	}
+	if members[0]["id"] != "a" || members[0]["result"] == nil || members[1]["id"] != float64(0) || members[2]["id"] != "" || members[2]["result"] == nil {
+		t.Errorf("batch answers out of order or wrong: %s", br.body)
+	}
+	if c, _ := errorOf(t, members[1]); c != -32001 {
+		t.Errorf("batch member 2: %v", members[1])
+	}
+	// A denied notification alone: no body.
+	nr := s.post(`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"fx.admin_reset_key","arguments":{"key_id":"KEY-NOTIFY2"}}}`)
+	if len(strings.TrimSpace(string(nr.body))) != 0 || nr.status == 200 {
+		t.Errorf("a denied notification: HTTP %d %q", nr.status, nr.body)
+	}
+	got = received(t, rec)
+	if !strings.Contains(got, "batch-1") || strings.Contains(got, "KEY-BATCH") || strings.Contains(got, "KEY-NOTIFY") {
+		t.Errorf("the downstream received:\n%s", got)
+	}
+	// The viewer's session id is refused with the admin's token.
+	h := map[string]string{"Mcp-Session-Id": s.id, "MCP-Protocol-Version": "2025-03-26", "Authorization": "Bearer " + adminToken}
+	if r := g.mustPost(h, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); r.status != 404 {
+		t.Errorf("another principal's session id: HTTP %d %s", r.status, r.body)
+	}
+
+	// The log and the audit (both on the gateway's stderr here) name
+	// decisions, never a token, an argument value or a session id.
+	logs := g.p.stderr.String()
+	for _, e := range []string{`"outcome":"deny","reason":"role","code":-32001`, `"rule":"admin-tools","outcome":"allow"`, `"rule":"refunds","outcome":"deny","reason":"condition"`} {
+		if !strings.Contains(logs, e) {
+			t.Errorf("the audit lacks %s", e)
+		}
+	}
+	for _, secret := range []string{adminToken, viewerToken, supportTok, "KEY-VIEWER", "KEY-ADMIN", "KEY-BATCH", "batch-1", "refund-sup-50", s.id} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the gateway's stderr holds %q", secret)
+		}
+	}
+}
+
+type authSession struct {
+	g   *gw
+	id  string
+	v   string
+	tok string
+}
+
+func legacyAs(t *testing.T, g *gw, tok, version string) *authSession {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": map[string]any{
+		"protocolVersion": version, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "e2e", "version": "1"}}})
+	r := g.mustPost(map[string]string{"Authorization": "Bearer " + tok}, string(b))
+	if r.status != 200 || r.header.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("initialize: HTTP %d %s", r.status, r.body)
+	}
+	return &authSession{g: g, id: r.header.Get("Mcp-Session-Id"), v: version, tok: tok}
+}
+
+func (s *authSession) post(body string) httpReply {
+	return s.g.mustPost(map[string]string{"Mcp-Session-Id": s.id, "MCP-Protocol-Version": s.v, "Authorization": "Bearer " + s.tok}, body)
+}
+
+// TestGatewayIdentityHeaders: an HTTP downstream hears who calls from the
+// gateway alone: X-MCP-Gateway-Subject, -Role and -Request-Id; a caller's
+// own x-mcp-gateway-* headers, Authorization and Cookie never arrive, so
+// a role cannot be forged.
+func TestGatewayIdentityHeaders(t *testing.T) {
+	url := httpFixture(t, "--name", "web", "--tools", "0")
+	g, _ := authGateway(t, "", fmt.Sprintf("  - name: web\n    url: %s\n", url))
+	h := modernHeaders("tools/call", "web.headers")
+	h["Authorization"] = "Bearer " + viewerToken
+	h["X-MCP-Gateway-Role"] = "admin"
+	h["X-MCP-Gateway-Subject"] = "root"
+	h["Cookie"] = "session=stolen"
+	h["X-Forwarded-For"] = "10.0.0.1"
+	r := g.mustPost(h, modernBody(1, "tools/call", map[string]any{"name": "web.headers", "arguments": map[string]any{}}))
+	got := structured(t, r)
+	if fmt.Sprint(got["x-mcp-gateway-role"]) != "[viewer]" || fmt.Sprint(got["x-mcp-gateway-subject"]) != "[bob@example.com]" || got["x-mcp-gateway-request-id"] == nil {
+		t.Errorf("the downstream saw %v", got)
+	}
+	for _, k := range []string{"authorization", "cookie", "x-forwarded-for"} {
+		if got[k] != nil {
+			t.Errorf("the client's %s reached the downstream: %v", k, got[k])
+		}
+	}
+}
+
+// TestGatewayRateLimit: past its rate a principal gets -32005, 429 and
+// Retry-After; another principal is unaffected.
+func TestGatewayRateLimit(t *testing.T) {
+	g, _ := authGatewayPolicy(t, authPolicy+"  rate: {per_principal: 1/m, burst: 2}\n", "")
+	for i := range 2 {
+		if r := callAs(g, viewerToken, "fx.echo", map[string]any{}, i); r.status != 200 {
+			t.Fatalf("call %d: HTTP %d %s", i, r.status, r.body)
+		}
+	}
+	r := callAs(g, viewerToken, "fx.echo", map[string]any{}, 3)
+	if code, _ := errorOf(t, r.msg(t)); r.status != 429 || code != -32005 || r.header.Get("Retry-After") == "" {
+		t.Errorf("over the rate: HTTP %d, Retry-After %q: %s", r.status, r.header.Get("Retry-After"), r.body)
+	}
+	if r := callAs(g, adminToken, "fx.echo", map[string]any{}, 4); r.status != 200 {
+		t.Errorf("another principal: HTTP %d %s", r.status, r.body)
+	}
+}
+
+// jwksServer is an identity provider's key set, with keys the test makes
+// and rotates.
+type jwksServer struct {
+	mu   sync.Mutex
+	keys []jwk.Key
+	url  string
+}
+
+func newJWKS(t *testing.T) *jwksServer {
+	j := &jwksServer{}
+	j.rotate(t, "k1")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		set := jwk.NewSet()
+		for _, k := range j.keys {
+			pub, _ := k.PublicKey()
+			_ = set.AddKey(pub)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(set)
+	}))
+	t.Cleanup(srv.Close)
+	j.url = srv.URL
+	return j
+}
+
+func (j *jwksServer) rotate(t *testing.T, kid string) {
+	raw, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := jwk.Import(raw)
+	_ = k.Set(jwk.KeyIDKey, kid)
+	j.mu.Lock()
+	j.keys = []jwk.Key{k}
+	j.mu.Unlock()
+}
+
+func (j *jwksServer) sign(t *testing.T, aud string, mod func(jwt.Token)) string {
+	t.Helper()
+	tok := jwt.New()
+	_ = tok.Set(jwt.IssuerKey, "https://idp.e2e")
+	_ = tok.Set(jwt.AudienceKey, aud)
+	_ = tok.Set(jwt.SubjectKey, "carol")
+	_ = tok.Set(jwt.ExpirationKey, time.Now().Add(time.Hour))
+	_ = tok.Set("roles", []string{"viewer"})
+	if mod != nil {
+		mod(tok)
+	}
+	j.mu.Lock()
+	k := j.keys[0]
+	j.mu.Unlock()
+	b, err := jwt.Sign(tok, jwt.WithKey(jwa.RS256(), k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestGatewayJWT: JWTs from a key set the test serves: a good one is the
+// caller, expired, wrong-audience, wrong-issuer, unsigned and foreign-key
+// ones are 401 with invalid_token; a rotated key is picked up without a
+// restart; RFC 9728 metadata is served and every 401 points at it.
+func TestGatewayJWT(t *testing.T) {
+	j := newJWKS(t)
+	mark := newMark()
+	srv := fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "echo"})
+	body := fmt.Sprintf("auth:\n  jwt: {issuer: \"https://idp.e2e\", jwks_url: %q, jwks_min_refresh: 1ms}\n"+
+		"  resource_metadata: {authorization_servers: [\"https://idp.e2e\"]}\n%slog:\n  level: debug\nservers:\n%s", j.url, authPolicy, srv)
+	g := startGatewayWith(t, mark, body)
+	aud := g.url
+	call := func(tok string) httpReply {
+		return callAs(g, tok, "fx.echo", map[string]any{}, 1)
+	}
+	if r := call(j.sign(t, aud, nil)); r.status != 200 {
+		t.Fatalf("a good JWT: HTTP %d %s", r.status, r.body)
+	}
+	unsigned := func() string {
+		tok := j.sign(t, aud, nil)
+		parts := strings.Split(tok, ".")
+		return "eyJhbGciOiJub25lIn0." + parts[1] + "."
+	}()
+	for name, tok := range map[string]string{
+		"expired":        j.sign(t, aud, func(c jwt.Token) { _ = c.Set(jwt.ExpirationKey, time.Now().Add(-time.Hour)) }),
+		"wrong audience": j.sign(t, "http://elsewhere/mcp", nil),
+		"wrong issuer":   j.sign(t, aud, func(c jwt.Token) { _ = c.Set(jwt.IssuerKey, "https://evil.e2e") }),
+		"alg none":       unsigned,
+	} {
+		r := call(tok)
+		if r.status != 401 || !strings.Contains(r.header.Get("WWW-Authenticate"), `error="invalid_token"`) ||
+			!strings.Contains(r.header.Get("WWW-Authenticate"), `resource_metadata="`+strings.TrimSuffix(g.url, "/mcp")+`/.well-known/oauth-protected-resource/mcp"`) {
+			t.Errorf("%s: HTTP %d, challenge %q", name, r.status, r.header.Get("WWW-Authenticate"))
+		}
+	}
+	j.rotate(t, "k2")
+	if r := call(j.sign(t, aud, nil)); r.status != 200 {
+		t.Errorf("after the IdP rotated its key: HTTP %d %s", r.status, r.body)
+	}
+	resp, err := http.Get(strings.TrimSuffix(g.url, "/mcp") + "/.well-known/oauth-protected-resource/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var meta map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&meta)
+	if resp.StatusCode != 200 || meta["resource"] != g.url {
+		t.Errorf("metadata: HTTP %d %v", resp.StatusCode, meta)
+	}
+}

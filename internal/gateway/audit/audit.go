@@ -1,0 +1,95 @@
+// Package audit writes the gateway's decision log: one JSON Lines event
+// per decision, to a file or stderr. An Event has no field that could
+// hold an argument value, a header value, a token or a result, so a
+// writer cannot put one there by mistake: what a caller sent is audited
+// by name (method, tool, rule), never by content.
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// Outcomes of a decision.
+const (
+	Allow           = "allow"
+	Deny            = "deny"
+	Unauthenticated = "unauthenticated"
+	RateLimited     = "rate_limited"
+	Invalid         = "invalid"
+)
+
+// Event is one decision.
+type Event struct {
+	Time time.Time `json:"time"`
+	// RequestID correlates the event with the log lines and the
+	// X-MCP-Gateway-Request-Id a downstream received.
+	RequestID string   `json:"request_id"`
+	Subject   string   `json:"subject,omitempty"`
+	Issuer    string   `json:"issuer,omitempty"`
+	Roles     []string `json:"roles,omitempty"`
+	Method    string   `json:"method"`
+	// Tool is the qualified tool name of a tools/call, as the catalog
+	// knows it ("" when the call named no tool the catalog has).
+	Tool    string `json:"tool,omitempty"`
+	Rule    string `json:"rule,omitempty"`
+	Outcome string `json:"outcome"`
+	// Reason is a fixed word of why a call was refused.
+	Reason string `json:"reason,omitempty"`
+	// Code is the JSON-RPC error code answered, 0 for a result.
+	Code int `json:"code,omitempty"`
+	// DownstreamMS is the downstream call's latency, for a forwarded call.
+	DownstreamMS *float64 `json:"downstream_ms,omitempty"`
+}
+
+// Sink receives events. It is safe for concurrent use.
+type Sink struct {
+	mu     sync.Mutex
+	w      io.Writer
+	closer io.Closer
+}
+
+// Open opens the sink: "stderr", or a file appended to (created 0600).
+func Open(file string) (*Sink, error) {
+	if file == "stderr" {
+		return &Sink{w: os.Stderr}, nil
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return &Sink{w: f, closer: f}, nil
+}
+
+// New returns a sink writing to w (tests).
+func New(w io.Writer) *Sink { return &Sink{w: w} }
+
+// Record writes e, stamped with the time when it has none. A write error
+// is not the caller's to handle; it is counted by the writer's owner.
+func (s *Sink) Record(e Event) {
+	if s == nil {
+		return
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, _ = s.w.Write(append(b, '\n'))
+}
+
+// Close closes the file of a file sink.
+func (s *Sink) Close() error {
+	if s == nil || s.closer == nil {
+		return nil
+	}
+	return s.closer.Close()
+}
