@@ -19,6 +19,8 @@ import (
 	"strings"
 
 	"cel.dev/cel-go/cel"
+
+	"github.com/mcp-bastion/bastion/internal/glob"
 )
 
 // Rule is one rule of the configuration.
@@ -272,32 +274,6 @@ func orEmpty(m map[string]any) map[string]any {
 	return m
 }
 
-// Match reports whether pattern matches the whole of name, where `*`
-// matches any run of characters (dots included) and every other byte
-// only itself. Callers fold case first. It runs in O(len(pattern) ×
-// len(name)) at worst: one backtracking point, the last star, suffices
-// for a pattern with no other wildcard.
-func Match(pattern, name string) bool {
-	p, n := 0, 0
-	star, mark := -1, 0
-	for n < len(name) {
-		switch {
-		case p < len(pattern) && pattern[p] == '*':
-			star, mark = p, n
-			p++
-		case p < len(pattern) && pattern[p] == name[n]:
-			p++
-			n++
-		case star >= 0:
-			p = star + 1
-			mark++
-			n = mark
-		default:
-			return false
-		}
-	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
-}
+// Match reports whether pattern matches the whole of name, `*` the only
+// wildcard (it crosses dots). Callers fold case first.
+func Match(pattern, name string) bool { return glob.Match(pattern, name) }

@@ -132,28 +132,3 @@ func TestCompileErrorsNameTheRule(t *testing.T) {
 		}
 	}
 }
-
-func TestMatch(t *testing.T) {
-	for _, tc := range []struct {
-		pattern, name string
-		want          bool
-	}{
-		{"*", "a.b", true},
-		{"*.admin_*", "refund.admin_reset_key", true},
-		{"*.admin_*", "refund.get", false},
-		{"*.admin_*", "a.b.admin_x", true}, // * crosses dots
-		{"refund.*", "refund.x", true},
-		{"refund.*", "refundx.y", false},
-		{"a*b*c", "axxbyyc", true},
-		{"a*b*c", "axxbyy", false},
-		{"", "", true},
-		{"", "a", false},
-		{"abc", "ab", false},
-		{"a**", "a", true},
-		{"?", "x", false}, // only * is a wildcard
-	} {
-		if got := Match(tc.pattern, tc.name); got != tc.want {
-			t.Errorf("Match(%q, %q) = %v", tc.pattern, tc.name, got)
-		}
-	}
-}

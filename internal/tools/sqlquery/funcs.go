@@ -1,6 +1,10 @@
 package sqlquery
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/mcp-bastion/bastion/internal/glob"
+)
 
 // denyRule refuses every function whose name matches Pattern. A '*' in a
 // pattern matches any run of characters (possibly empty); every other
@@ -116,35 +120,9 @@ var denyRules = []denyRule{
 }
 
 // globMatch reports whether name matches pattern, where '*' matches any run
-// of bytes and every other byte matches itself. It is not path.Match: that
-// one stops '*' at '/' and gives '[', '\\' and '?' meaning, and a quoted
-// identifier may contain any of them.
-func globMatch(pattern, name string) bool {
-	// Greedy match with backtracking to the last star: linear enough for
-	// identifiers, which the parser cuts at 63 bytes.
-	p, n := 0, 0
-	star, mark := -1, 0
-	for n < len(name) {
-		switch {
-		case p < len(pattern) && pattern[p] == '*':
-			star, mark = p, n
-			p++
-		case p < len(pattern) && pattern[p] == name[n]:
-			p++
-			n++
-		case star >= 0:
-			p = star + 1
-			mark++
-			n = mark
-		default:
-			return false
-		}
-	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
-}
+// of bytes and every other byte matches itself (a quoted identifier may
+// contain any byte, so path.Match's syntax would not do).
+func globMatch(pattern, name string) bool { return glob.Match(pattern, name) }
 
 // validFunctionName reports whether s can name a function in an option: not
 // empty, no longer than PostgreSQL keeps identifiers, and no NUL.
