@@ -3,8 +3,10 @@ package e2e
 import (
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/lestrrat-go/jwx/v3/jws"
 	"github.com/lestrrat-go/jwx/v3/jwt"
 )
 
@@ -68,6 +71,7 @@ func authGateway(t *testing.T, extra string, servers ...string) (*gw, string) {
 
 func authGatewayPolicy(t *testing.T, pol, extra string, servers ...string) (*gw, string) {
 	t.Helper()
+	suiteLeaks.secret(adminToken, viewerToken, supportTok)
 	mark := newMark()
 	rec := filepath.Join(t.TempDir(), "received.log")
 	srv := fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "echo,admin_reset_key,refund", "FIXTURE_LOG": rec})
@@ -160,7 +164,23 @@ func TestGatewayAuthentication(t *testing.T) {
 // member with the answers in the client's order; a denied notification
 // gets no body; the listing is the caller's own.
 func TestGatewayAuthorization(t *testing.T) {
-	g, rec := authGateway(t, "")
+	mport := freePort(t)
+	g, rec := authGateway(t, fmt.Sprintf("metrics:\n  listen: 127.0.0.1:%d\n", mport))
+	suiteLeaks.secret("KEY-VIEWER", "KEY-SPELT", "KEY-ADMIN", "KEY-BATCH", "KEY-NOTIFY", "batch-1", "refund-sup-50", "refund-adm-5000")
+	defer func() {
+		// The metrics hold names and counts, never a value.
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", mport))
+		if err != nil {
+			t.Errorf("metrics: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(b), `bastion_gateway_decisions_total{outcome="deny",rule="admin-tools"}`) {
+			t.Errorf("metrics lack the decision counter:\n%s", b)
+		}
+		suiteLeaks.watch(func() string { return string(b) })
+	}()
 	r := callAs(g, viewerToken, "fx.admin_reset_key", map[string]any{"key_id": "KEY-VIEWER"}, 1)
 	m := r.msg(t)
 	code, _ := errorOf(t, m)
@@ -300,9 +320,10 @@ func TestGatewayIdentityHeaders(t *testing.T) {
 	h := modernHeaders("tools/call", "web.headers")
 	h["Authorization"] = "Bearer " + viewerToken
 	h["X-MCP-Gateway-Role"] = "admin"
-	h["X-MCP-Gateway-Subject"] = "root"
-	h["Cookie"] = "session=stolen"
-	h["X-Forwarded-For"] = "10.0.0.1"
+	h["X-MCP-Gateway-Subject"] = "forged-subject-9f2c"
+	h["Cookie"] = "session=stolen-cookie-9f2c"
+	h["X-Forwarded-For"] = "10.9.8.7"
+	suiteLeaks.secret("forged-subject-9f2c", "stolen-cookie-9f2c", "10.9.8.7")
 	r := g.mustPost(h, modernBody(1, "tools/call", map[string]any{"name": "web.headers", "arguments": map[string]any{}}))
 	got := structured(t, r)
 	if fmt.Sprint(got["x-mcp-gateway-role"]) != "[viewer]" || fmt.Sprint(got["x-mcp-gateway-subject"]) != "[bob@example.com]" || got["x-mcp-gateway-request-id"] == nil {
@@ -416,11 +437,18 @@ func TestGatewayJWT(t *testing.T) {
 		parts := strings.Split(tok, ".")
 		return "eyJhbGciOiJub25lIn0." + parts[1] + "."
 	}()
+	foreign := &jwksServer{}
+	foreign.rotate(t, "k1") // the set's kid, another key
+	stranger := &jwksServer{}
+	stranger.rotate(t, "k-nobody-knows")
 	for name, tok := range map[string]string{
-		"expired":        j.sign(t, aud, func(c jwt.Token) { _ = c.Set(jwt.ExpirationKey, time.Now().Add(-time.Hour)) }),
-		"wrong audience": j.sign(t, "http://elsewhere/mcp", nil),
-		"wrong issuer":   j.sign(t, aud, func(c jwt.Token) { _ = c.Set(jwt.IssuerKey, "https://evil.e2e") }),
-		"alg none":       unsigned,
+		"HMAC keyed with the public key": j.hmacConfused(t, aud),
+		"signed by a foreign key":        foreign.sign(t, aud, nil),
+		"an unknown key id":              stranger.sign(t, aud, nil),
+		"expired":                        j.sign(t, aud, func(c jwt.Token) { _ = c.Set(jwt.ExpirationKey, time.Now().Add(-time.Hour)) }),
+		"wrong audience":                 j.sign(t, "http://elsewhere/mcp", nil),
+		"wrong issuer":                   j.sign(t, aud, func(c jwt.Token) { _ = c.Set(jwt.IssuerKey, "https://evil.e2e") }),
+		"alg none":                       unsigned,
 	} {
 		r := call(tok)
 		if r.status != 401 || !strings.Contains(r.header.Get("WWW-Authenticate"), `error="invalid_token"`) ||
@@ -441,5 +469,136 @@ func TestGatewayJWT(t *testing.T) {
 	_ = json.NewDecoder(resp.Body).Decode(&meta)
 	if resp.StatusCode != 200 || meta["resource"] != g.url {
 		t.Errorf("metadata: HTTP %d %v", resp.StatusCode, meta)
+	}
+}
+
+// hmacConfused is a token signed with HS256 under the bytes of the set's
+// public key: the classic algorithm confusion.
+func (j *jwksServer) hmacConfused(t *testing.T, aud string) string {
+	j.mu.Lock()
+	pub, _ := j.keys[0].PublicKey()
+	kid, _ := j.keys[0].KeyID()
+	j.mu.Unlock()
+	var raw rsa.PublicKey
+	if err := jwk.Export(pub, &raw); err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(&raw)
+	tok := jwt.New()
+	_ = tok.Set(jwt.IssuerKey, "https://idp.e2e")
+	_ = tok.Set(jwt.AudienceKey, aud)
+	_ = tok.Set(jwt.SubjectKey, "mallory")
+	_ = tok.Set(jwt.ExpirationKey, time.Now().Add(time.Hour))
+	_ = tok.Set("roles", []string{"admin"})
+	hdr := jws.NewHeaders()
+	_ = hdr.Set(jws.KeyIDKey, kid)
+	b, err := jwt.Sign(tok, jwt.WithKey(jwa.HS256(), der, jws.WithProtectedHeaders(hdr)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestGatewayRuleThatDoesNotCompile: a condition that does not compile
+// stops start-up (and --check), naming the rule.
+func TestGatewayRuleThatDoesNotCompile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	cfg := "auth:\n  tokens_env: E2E_TOKENS\npolicy:\n  rules:\n    - {id: big-refunds, tools: [\"*\"], roles: [\"*\"], when: \"args.amount >\"}\n" +
+		"servers:\n  - name: a\n    command: [x]\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"gateway", "--check", "--config", path}, {"gateway", "--config", path}} {
+		_, errOut, code := runBastion(t, baseEnv("E2E_TOKENS="+tokensEnv(), "MCP_GATEWAY_SESSION_KEY="+gwSessionKey), args...)
+		if code != 2 || !strings.Contains(errOut, `policy.rules: rule "big-refunds": when:`) {
+			t.Errorf("%v: exit %d: %s", args, code, errOut)
+		}
+		if strings.Contains(errOut, adminToken) {
+			t.Errorf("the error holds a token")
+		}
+	}
+}
+
+// TestGatewayStdioPrincipal: the --stdio front's one client is
+// auth.stdio_principal: its calls are decided by the rules, and it lists
+// only what they may allow it.
+func TestGatewayStdioPrincipal(t *testing.T) {
+	mark := newMark()
+	cfg := "auth:\n  tokens_env: E2E_TOKENS\n  stdio_principal: {subject: desk, roles: [viewer]}\n" + authPolicy + "servers:\n" +
+		fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "echo,admin_reset_key"})
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, "bastion", []string{"gateway", "--stdio", "--config", path}, baseEnv("E2E_TOKENS="+tokensEnv()))
+	p.initialize("2025-11-25")
+	deadline := time.Now().Add(waitLimit)
+	for id := 100; ; id++ {
+		p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/list"})
+		m := mustJSON(t, p.recvID(id))
+		if strings.Contains(m, `"fx.echo"`) {
+			if strings.Contains(m, "admin_reset_key") {
+				t.Errorf("the viewer lists the admin tool: %s", m)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fx.echo never listed: %s", m)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.call(2, "fx.admin_reset_key", map[string]any{"key_id": "KEY-STDIO"})
+	if m := p.recvID(2); !strings.Contains(mustJSON(t, m), "-32001") {
+		t.Errorf("the stdio viewer's admin call: %v", m)
+	}
+	p.closeStdin()
+	if code := p.wait(); code != 0 {
+		t.Errorf("exit %d; stderr:\n%s", code, p.stderr.String())
+	}
+	waitUntil(t, "no child left", func() bool { return len(leftovers(mark)) == 0 })
+}
+
+// TestGatewayRefusalsEchoIDs: a 401 and a 403 echo the request's id
+// exactly — 0, "", a string, a negative number — and a null or fractional
+// id, which no MCP request may carry, is refused (-32600, 400) before
+// authentication, with the id echoed as sent.
+func TestGatewayRefusalsEchoIDs(t *testing.T) {
+	g, _ := authGateway(t, "")
+	for _, id := range []string{`0`, `""`, `"0"`, `-1`, `null`, `1.5`} {
+		body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"fx.admin_reset_key","arguments":{"key_id":"KEY-X"},` +
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+		h := modernHeaders("tools/call", "fx.admin_reset_key")
+		for _, tc := range []struct {
+			tok    string
+			status int
+		}{{"", 401}, {viewerToken, 403}} {
+			if tc.tok != "" {
+				h["Authorization"] = "Bearer " + tc.tok
+			}
+			r := g.mustPost(h, body)
+			want := tc.status
+			if id == "null" || id == "1.5" {
+				want = 400 // not a valid MCP request: refused before anything else
+			}
+			if r.status != want || !strings.Contains(string(r.body), `"id":`+id+`,`) {
+				t.Errorf("id %s, with a token %v: HTTP %d %s", id, tc.tok != "", r.status, r.body)
+			}
+		}
+	}
+}
+
+// TestGatewayAuthFailuresPerAddress: once an address has used up its
+// failed authentications, its requests are refused (429, -32005,
+// Retry-After) before any token is read, a valid one included.
+func TestGatewayAuthFailuresPerAddress(t *testing.T) {
+	g, _ := authGateway(t, "limits:\n  auth_failures: {per_address: 1/m, burst: 3}\n")
+	for i := range 3 {
+		if r := callAs(g, "wrong-"+fmt.Sprint(i), "fx.echo", map[string]any{}, i); r.status != 401 {
+			t.Fatalf("failure %d: HTTP %d %s", i, r.status, r.body)
+		}
+	}
+	r := callAs(g, viewerToken, "fx.echo", map[string]any{}, 9)
+	if code, _ := errorOf(t, r.msg(t)); r.status != 429 || code != -32005 || r.header.Get("Retry-After") == "" {
+		t.Errorf("after the failures: HTTP %d, Retry-After %q: %s", r.status, r.header.Get("Retry-After"), r.body)
 	}
 }

@@ -370,14 +370,7 @@ func TestGatewayChainListChanged(t *testing.T) {
 	innerMark, mark := newMark(), newMark()
 	inner := startGateway(t, innerMark, fixture("fx", innerMark, map[string]string{"FIXTURE_TOOLS": "listchanged,echo"}), "")
 	outer := startGateway(t, mark, fmt.Sprintf("  - name: in\n    url: %s\n", inner.url), "")
-	waitUntil(t, "the outer gateway lists the inner one's tools", func() bool {
-		return slices.Contains(outer.tools(), "in.fx.listchanged")
-	})
-	structured(t, outer.call("in.fx.listchanged", map[string]any{}))
-	waitUntil(t, "the new tool reaches the outer catalog", func() bool {
-		return slices.Contains(outer.tools(), "in.fx.added")
-	})
-	structured(t, outer.call("in.fx.added", map[string]any{"x": 1}))
+	awaitChangeTwoHopsDown(t, outer)
 }
 
 // TestGatewayStdioChainListChanged: `bastion gateway --stdio` as the stdio
@@ -394,6 +387,13 @@ func TestGatewayStdioChainListChanged(t *testing.T) {
 	}
 	outer := startGateway(t, mark, fmt.Sprintf("  - name: in\n    command: [%q, gateway, --stdio, --config, %q]\n    env:\n      E2E_MARK: %q\n",
 		bin("bastion"), inner, mark), "")
+	awaitChangeTwoHopsDown(t, outer)
+}
+
+// awaitChangeTwoHopsDown makes the inner gateway's fixture add a tool and
+// waits until the outer gateway offers and calls it.
+func awaitChangeTwoHopsDown(t *testing.T, outer *gw) {
+	t.Helper()
 	waitUntil(t, "the outer gateway lists the inner one's tools", func() bool {
 		return slices.Contains(outer.tools(), "in.fx.listchanged")
 	})

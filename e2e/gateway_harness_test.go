@@ -98,6 +98,7 @@ func startGatewayWith(t testing.TB, mark, body string, env ...string) *gw {
 	}
 	p := start(t, "bastion", []string{"gateway", "--config", path},
 		baseEnv(append([]string{"MCP_GATEWAY_SESSION_KEY=" + gwSessionKey}, env...)...))
+	suiteLeaks.watch(p.stderr.String)
 	g := &gw{t: t, p: p, base: fmt.Sprintf("http://127.0.0.1:%d", port), mark: mark}
 	g.url = g.base + "/mcp"
 	t.Cleanup(func() {

@@ -55,7 +55,7 @@ func TestGatewayDiscovery(t *testing.T) {
 	for i := range versions {
 		want = append(want, fmt.Sprintf("legacy%d.echo", i))
 	}
-	want = append(want, "http.echo", "http.slow", "http.whoami")
+	want = append(want, "http.echo", "http.headers", "http.slow", "http.whoami")
 	for i := range 5 {
 		want = append(want, fmt.Sprintf("http.t%02d", i))
 	}
@@ -102,7 +102,7 @@ func TestGatewayCollisions(t *testing.T) {
 		fixture("beta", mark, map[string]string{"FIXTURE_TOOLS": "echo,whoami", "FIXTURE_NAME": "beta"}) +
 		fmt.Sprintf("  - name: gamma\n    url: %s\n", httpFixture(t, "--name", "gamma", "--tools", "0"))
 	g := startGateway(t, mark, servers, "")
-	want := []string{"alpha.echo", "alpha.whoami", "beta.echo", "beta.whoami", "gamma.echo", "gamma.slow", "gamma.whoami"}
+	want := []string{"alpha.echo", "alpha.whoami", "beta.echo", "beta.whoami", "gamma.echo", "gamma.headers", "gamma.slow", "gamma.whoami"}
 	if got := g.tools(); !slices.Equal(got, want) {
 		t.Fatalf("tools = %v, want %v", got, want)
 	}

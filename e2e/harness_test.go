@@ -51,7 +51,14 @@ func TestMain(m *testing.M) {
 		}
 		// SQL tests share one throwaway PostgreSQL cluster, started on
 		// first use and stopped here.
-		return pgtest.Runner(m).Run()
+		code := pgtest.Runner(m).Run()
+		if leaks := suiteLeaks.check(); len(leaks) > 0 {
+			for _, l := range leaks {
+				fmt.Fprintln(os.Stderr, "e2e: leak:", l)
+			}
+			return 1
+		}
+		return code
 	}())
 }
 

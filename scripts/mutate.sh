@@ -481,6 +481,12 @@ mutate gw-jwt-audience "a JWT for another audience is accepted" \
 	'' \
 	-- ./internal/gateway/auth 'TestJWT'
 
+mutate gw-auth-failures "failed authentications from one address are not limited" \
+	internal/gateway/front/authn.go \
+	'if blocked, wait := s\.failures\.empty\(addr\); blocked \{' \
+	'if blocked, wait := s.failures.empty(addr); false && blocked {' \
+	-- "$e2epkg" 'TestGatewayAuthFailuresPerAddress'
+
 mutate gw-explicit-env "a stdio child inherits the gateway's environment" \
 	internal/gateway/upstream/stdio.go \
 	'cmd\.Env = \[\]string\{"PATH=" \+ os\.Getenv\("PATH"\)\}' \

@@ -142,7 +142,11 @@ func TestInvokeErrors(t *testing.T) {
 func TestInvokeValidatesArguments(t *testing.T) {
 	cat := New(&config.Config{}, nil).catalog
 	cat.Update("s", []jsontext.Value{jsontext.Value(`{"name":"t","inputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}}`)})
-	g := &Gateway{catalog: cat, servers: map[string]*downstream{}}
+	allow, err := policy.Compile([]policy.Rule{{ID: "all", Tools: []string{"*"}, Roles: []string{"*"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Gateway{catalog: cat, servers: map[string]*downstream{}, policy: allow}
 	for _, args := range []string{`{}`, `{"n":"1"}`, `{"n":1,"x":2}`, `{"n":1.5}`} {
 		_, err := g.Invoke(t.Context(), Call{Name: "s.t", Arguments: jsontext.Value(args)})
 		var ae *tool.ArgumentError

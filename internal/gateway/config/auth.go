@@ -140,14 +140,9 @@ func (v *validator) policy(c *Config) {
 		v.fail("policy.rules", "%s", strings.TrimPrefix(err.Error(), "policy: "))
 	}
 	if r := c.Policy.Rate; r != nil {
-		n, unit, ok := strings.Cut(r.PerPrincipal, "/")
-		count, err := strconv.Atoi(n)
-		per := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[unit]
-		if !ok || err != nil || count < 1 || per == 0 {
-			v.fail("policy.rate.per_principal", `must be a count per s, m or h, as "50/s"`)
+		if r.Every = v.rate("policy.rate.per_principal", r.PerPrincipal); r.Every == 0 {
 			return
 		}
-		r.Every = per / time.Duration(count)
 		if r.Burst == 0 {
 			r.Burst = max(1, int(time.Second/max(r.Every, 1)))
 		}
@@ -162,4 +157,17 @@ func (c *Config) PolicyRules() []policy.Rule {
 		out[i] = policy.Rule{ID: r.ID, Tools: r.Tools, Roles: r.Roles, When: r.When}
 	}
 	return out
+}
+
+// rate reads a count per unit ("50/s", "600/m", "10000/h") as the
+// interval between two events; 0 after an error.
+func (v *validator) rate(path, s string) time.Duration {
+	n, unit, ok := strings.Cut(s, "/")
+	count, err := strconv.Atoi(n)
+	per := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[unit]
+	if !ok || err != nil || count < 1 || per == 0 || per/time.Duration(count) == 0 {
+		v.fail(path, `must be a count per s, m or h, as "50/s"`)
+		return 0
+	}
+	return per / time.Duration(count)
 }

@@ -217,6 +217,19 @@ type Limits struct {
 	Call Duration `yaml:"call"`
 	// InflightPerDownstream is the most calls in flight to one server.
 	InflightPerDownstream int `yaml:"inflight_per_downstream"`
+	// AuthFailures bounds failed authentications per client address.
+	AuthFailures AuthFailures `yaml:"auth_failures"`
+}
+
+// AuthFailures is a token bucket per client address, spent by each
+// failed authentication; an empty bucket refuses the address's requests.
+type AuthFailures struct {
+	// PerAddress is failures per unit: "30/m"; "off" turns it off.
+	PerAddress string `yaml:"per_address"`
+	// Burst is the bucket's size; default 30.
+	Burst int `yaml:"burst"`
+	// Every is PerAddress as the interval between two failures.
+	Every time.Duration `yaml:"-"`
 }
 
 // Sessions configures legacy session ids, HMAC-sealed so that any replica
@@ -348,6 +361,12 @@ func (c *Config) defaults() {
 	if l.InflightPerDownstream == 0 {
 		l.InflightPerDownstream = DefaultInflightPerDownstream
 	}
+	if l.AuthFailures.PerAddress == "" {
+		l.AuthFailures.PerAddress = "30/m"
+	}
+	if l.AuthFailures.Burst == 0 {
+		l.AuthFailures.Burst = 30
+	}
 	if c.Sessions.KeyEnv == "" {
 		c.Sessions.KeyEnv = DefaultSessionKeyEnv
 	}
@@ -449,6 +468,10 @@ func (v *validator) check(c *Config) {
 	v.size("limits.downstream_message", c.Limits.DownstreamMessage, 1<<10, 1<<30)
 	v.duration("limits.call", c.Limits.Call, time.Millisecond, 24*time.Hour)
 	v.positive("limits.inflight_per_downstream", c.Limits.InflightPerDownstream, 100_000)
+	if f := &c.Limits.AuthFailures; f.PerAddress != "off" {
+		f.Every = v.rate("limits.auth_failures.per_address", f.PerAddress)
+		v.positive("limits.auth_failures.burst", f.Burst, 1_000_000)
+	}
 	if !envName.MatchString(c.Sessions.KeyEnv) {
 		v.fail("sessions.key_env", "must be an environment variable name")
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -30,15 +31,57 @@ const wellKnown = "/.well-known/oauth-protected-resource"
 // 401 with the challenge, and recorded; ok is false then.
 func (x *exchange) authenticate(w http.ResponseWriter, id jsonrpc.ID, notification bool) bool {
 	s := x.s
-	if s.authn == nil {
-		x.p = Anonymous
-		return true
-	}
-	p, err := s.authn.Authenticate(x.r.Context(), x.r.Header.Values("Authorization"))
-	if err == nil {
+	p, refusal := s.authenticateRequest(x.r, x.rid, x.method)
+	if refusal == nil {
 		x.p = p
 		return true
 	}
+	refusal.header(w)
+	writeError(w, refusal.status, jsonrpc.NewError(id, refusal.code, refusal.message), notification)
+	return false
+}
+
+// authRefusal is how a request that failed authentication is answered.
+type authRefusal struct {
+	status, code int
+	message      string
+	challenge    string // WWW-Authenticate, for a 401
+	retryAfter   int    // Retry-After, for a 429
+}
+
+func (a *authRefusal) header(w http.ResponseWriter) {
+	if a.challenge != "" {
+		w.Header().Set("WWW-Authenticate", a.challenge)
+	}
+	if a.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(a.retryAfter))
+	}
+}
+
+// authenticateRequest establishes the caller of r: Anonymous under auth
+// mode none, else the bearer token's principal. A client address whose
+// recent failures used up its bucket is refused (429) before its token
+// is even read, so that guessing tokens costs time (GATEWAY.md decision
+// 14). Every refusal is logged, counted and audited, without the token.
+func (s *Server) authenticateRequest(r *http.Request, rid, method string) (auth.Principal, *authRefusal) {
+	if s.authn == nil {
+		return Anonymous, nil
+	}
+	addr := clientAddress(r)
+	if blocked, wait := s.failures.empty(addr); blocked {
+		secs := max(1, int(math.Ceil(wait.Seconds())))
+		s.metrics.RateLimited()
+		s.log.Warn("request refused: too many failed authentications from its address", slog.String("request_id", rid))
+		s.g.Audit().Record(audit.Event{RequestID: rid, Method: method, Outcome: audit.RateLimited, Reason: "authentication_failures",
+			Code: gateway.CodeTooManyRequests})
+		return auth.Principal{}, &authRefusal{status: http.StatusTooManyRequests, code: gateway.CodeTooManyRequests,
+			message: "Too many requests: too many failed authentications; retry after " + strconv.Itoa(secs) + "s", retryAfter: secs}
+	}
+	p, err := s.authn.Authenticate(r.Context(), r.Header.Values("Authorization"))
+	if err == nil {
+		return p, nil
+	}
+	s.failures.take(addr)
 	ae, _ := err.(*auth.Error)
 	reason := "unauthenticated"
 	presented := false
@@ -46,12 +89,21 @@ func (x *exchange) authenticate(w http.ResponseWriter, id jsonrpc.ID, notificati
 		reason, presented = ae.Reason, ae.Presented
 	}
 	s.metrics.AuthFailure()
-	s.log.Warn("request refused: not authenticated", slog.String("request_id", x.rid), slog.String("reason", reason))
-	s.g.Audit().Record(audit.Event{RequestID: x.rid, Method: x.method, Outcome: audit.Unauthenticated,
+	s.log.Warn("request refused: not authenticated", slog.String("request_id", rid), slog.String("reason", reason))
+	s.g.Audit().Record(audit.Event{RequestID: rid, Method: method, Outcome: audit.Unauthenticated,
 		Reason: reason, Code: gateway.CodeUnauthenticated})
-	w.Header().Set("WWW-Authenticate", s.challenge(presented))
-	writeError(w, http.StatusUnauthorized, jsonrpc.NewError(id, gateway.CodeUnauthenticated, "Unauthenticated: "+reason), notification)
-	return false
+	return auth.Principal{}, &authRefusal{status: http.StatusUnauthorized, code: gateway.CodeUnauthenticated,
+		message: "Unauthenticated: " + reason, challenge: s.challenge(presented)}
+}
+
+// clientAddress is the peer's IP address, as the connection says: a
+// forwarded-for header is the client's to write, so it is not read.
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // challenge is the WWW-Authenticate value of a 401 (RFC 6750 §3, RFC 9728
@@ -125,12 +177,42 @@ func newLimiters(every time.Duration, burst int) *limiters {
 // allow takes one token of p's bucket, or reports how long until one is
 // there.
 func (l *limiters) allow(p auth.Principal) (bool, time.Duration) {
+	return l.take(p.Issuer + "\x00" + p.Subject)
+}
+
+// take takes one token of key's bucket, or reports how long until one is
+// there.
+func (l *limiters) take(key string) (bool, time.Duration) {
 	if l == nil {
 		return true, 0
 	}
-	key := p.Issuer + "\x00" + p.Subject
 	now := time.Now()
+	e := l.get(key, now)
+	r := e.lim.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return false, d
+	}
+	return true, 0
+}
+
+// empty reports whether key's bucket holds no token, and how long until
+// one is there, without taking one.
+func (l *limiters) empty(key string) (bool, time.Duration) {
+	if l == nil {
+		return false, 0
+	}
+	now := time.Now()
+	e := l.get(key, now)
+	if tokens := e.lim.TokensAt(now); tokens < 1 {
+		return true, time.Duration((1 - tokens) * float64(l.every))
+	}
+	return false, 0
+}
+
+func (l *limiters) get(key string, now time.Time) *limiter {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	e := l.m[key]
 	if e == nil {
 		if len(l.m) >= maxLimiters {
@@ -140,13 +222,7 @@ func (l *limiters) allow(p auth.Principal) (bool, time.Duration) {
 		l.m[key] = e
 	}
 	e.seen = now
-	l.mu.Unlock()
-	r := e.lim.ReserveN(now, 1)
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return false, d
-	}
-	return true, 0
+	return e
 }
 
 // evict drops the buckets that have refilled (unused for long enough to
@@ -184,25 +260,13 @@ func rateLimited(id jsonrpc.ID, wait time.Duration) reply {
 func (x *exchange) owner() []byte { return ownerOf(x.p.Issuer, x.p.Subject) }
 
 // principal authenticates a GET or DELETE, answering a failure in plain
-// text with the challenge.
+// text.
 func (s *Server) principal(w http.ResponseWriter, r *http.Request) (auth.Principal, bool) {
-	if s.authn == nil {
-		return Anonymous, true
-	}
-	p, err := s.authn.Authenticate(r.Context(), r.Header.Values("Authorization"))
-	if err == nil {
+	p, refusal := s.authenticateRequest(r, requestID(), r.Method)
+	if refusal == nil {
 		return p, true
 	}
-	ae, _ := err.(*auth.Error)
-	presented, reason := false, "unauthenticated"
-	if ae != nil {
-		presented, reason = ae.Presented, ae.Reason
-	}
-	s.metrics.AuthFailure()
-	rid := requestID()
-	s.log.Warn("request refused: not authenticated", slog.String("request_id", rid), slog.String("reason", reason))
-	s.g.Audit().Record(audit.Event{RequestID: rid, Method: r.Method, Outcome: audit.Unauthenticated, Reason: reason, Code: gateway.CodeUnauthenticated})
-	w.Header().Set("WWW-Authenticate", s.challenge(presented))
-	http.Error(w, "Unauthorized: "+reason, http.StatusUnauthorized)
+	refusal.header(w)
+	http.Error(w, refusal.message, refusal.status)
 	return auth.Principal{}, false
 }

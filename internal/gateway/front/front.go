@@ -73,6 +73,7 @@ type Server struct {
 
 	authn       *auth.Authenticator
 	limiters    *limiters // nil: no rate limit
+	failures    *limiters // failed authentications per client address
 	metadata    []byte    // RFC 9728 document, nil when not configured
 	metadataURL string
 	// stopping closes when the front begins to shut down: open
@@ -113,6 +114,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if r := opts.Config.Policy.Rate; r != nil {
 		s.limiters = newLimiters(r.Every, r.Burst)
+	}
+	if f := opts.Config.Limits.AuthFailures; f.Every > 0 {
+		s.failures = newLimiters(f.Every, f.Burst)
 	}
 	s.buildMetadata()
 	mux := http.NewServeMux()

@@ -126,6 +126,13 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) *exchange {
 		writeError(w, http.StatusBadRequest, f.Items[0].Err, false)
 		return x
 	}
+	// A message that is no valid request is refused before anything
+	// else: it is never forwarded, and its refusal (its id echoed as
+	// sent) tells an unauthenticated caller nothing.
+	if !f.Batch && f.Items[0].Err != nil {
+		writeError(w, http.StatusBadRequest, f.Items[0].Err, f.Items[0].Err.NoReply)
+		return x
+	}
 	var firstID jsonrpc.ID
 	firstNotification := false
 	if !f.Batch && f.Items[0].Msg != nil {
