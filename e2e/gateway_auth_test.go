@@ -21,6 +21,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jws"
 	"github.com/lestrrat-go/jwx/v3/jwt"
+	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The gateway's authentication and authorization, end to end. What a
@@ -600,5 +601,107 @@ func TestGatewayAuthFailuresPerAddress(t *testing.T) {
 	r := callAs(g, viewerToken, "fx.echo", map[string]any{}, 9)
 	if code, _ := errorOf(t, r.msg(t)); r.status != 429 || code != -32005 || r.header.Get("Retry-After") == "" {
 		t.Errorf("after the failures: HTTP %d, Retry-After %q: %s", r.status, r.header.Get("Retry-After"), r.body)
+	}
+}
+
+// bearerTransport adds a bearer token to every request of a client nobody
+// here wrote.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestGatewayGoSDKClientAuthorized: the official Go SDK client, in both
+// eras, with a viewer's token lists only what the viewer may call and is
+// refused an admin tool with -32001; with the admin's token the same call
+// goes through. Without a token it cannot connect.
+func TestGatewayGoSDKClientAuthorized(t *testing.T) {
+	g, rec := authGateway(t, "")
+	connect := func(t *testing.T, tok, version string) (*sdkmcp.ClientSession, error) {
+		client := sdkmcp.NewClient(&sdkmcp.Implementation{Name: "bastion-e2e-gosdk", Version: "1.0.0"}, nil)
+		var opts *sdkmcp.ClientSessionOptions
+		if version != "" {
+			opts = &sdkmcp.ClientSessionOptions{ProtocolVersion: version}
+		}
+		hc := &http.Client{Transport: bearerTransport{tok}}
+		return client.Connect(ctxT(t), &sdkmcp.StreamableClientTransport{Endpoint: g.url, HTTPClient: hc, MaxRetries: -1}, opts)
+	}
+	for _, version := range []string{"", "2025-11-25"} {
+		t.Run("era "+version, func(t *testing.T) {
+			ctx := ctxT(t)
+			cs, err := connect(t, viewerToken, version)
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			defer cs.Close()
+			var names []string
+			for tl, err := range cs.Tools(ctx, nil) {
+				if err != nil {
+					t.Fatalf("tools/list: %v", err)
+				}
+				names = append(names, tl.Name)
+			}
+			if slices.Contains(names, "fx.admin_reset_key") || !slices.Contains(names, "fx.echo") {
+				t.Errorf("the viewer lists %v", names)
+			}
+			_, err = cs.CallTool(ctx, &sdkmcp.CallToolParams{Name: "fx.admin_reset_key", Arguments: map[string]any{"key_id": "KEY-SDK-VIEWER"}})
+			if err == nil || !strings.Contains(err.Error(), "Unauthorized Tool Call") {
+				t.Errorf("the viewer's admin call: %v", err)
+			}
+			admin, err := connect(t, adminToken, version)
+			if err != nil {
+				t.Fatalf("connect as admin: %v", err)
+			}
+			defer admin.Close()
+			if res, err := admin.CallTool(ctx, &sdkmcp.CallToolParams{Name: "fx.admin_reset_key", Arguments: map[string]any{"key_id": "KEY-SDK-ADMIN"}}); err != nil || res.IsError {
+				t.Errorf("the admin's call: %v %+v", err, res)
+			}
+		})
+	}
+	if _, err := connect(t, "not-a-token", ""); err == nil {
+		t.Error("a client with an unknown token connected")
+	}
+	got := received(t, rec)
+	if strings.Contains(got, "KEY-SDK-VIEWER") || !strings.Contains(got, "KEY-SDK-ADMIN") {
+		t.Errorf("the downstream received:\n%s", got)
+	}
+}
+
+// TestGatewayEnvelopesWithAuth: with authentication on, every malformed
+// envelope of seed 002's list is refused with its code and status, and
+// none reaches the downstream.
+func TestGatewayEnvelopesWithAuth(t *testing.T) {
+	g, rec := authGateway(t, "")
+	s := legacyAs(t, g, viewerToken, "2025-03-26")
+	for _, tc := range []struct {
+		name, body string
+		code       float64
+		status     int
+	}{
+		{"not JSON", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fx.echo","arguments":{"m":"env-1"}}`, -32700, 400},
+		{"no jsonrpc", `{"id":1,"method":"tools/call","params":{"name":"fx.echo","arguments":{"m":"env-2"}}}`, -32600, 400},
+		{"wrong jsonrpc", `{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"fx.echo","arguments":{"m":"env-3"}}}`, -32600, 400},
+		{"method not a string", `{"jsonrpc":"2.0","id":1,"method":7}`, -32600, 400},
+		{"empty batch", `[]`, -32600, 400},
+		{"duplicate member", `{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"tools/list","params":{"name":"fx.echo","arguments":{"m":"env-4"}}}`, -32700, 400}, // strict JSON: a repeated member is not JSON the gateway reads
+		{"no name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"m":"env-5"}}}`, -32602, 200},
+		{"name not a string", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7,"arguments":{"m":"env-6"}}}`, -32602, 200},
+	} {
+		r := s.post(tc.body)
+		var m msg
+		_ = json.Unmarshal(r.body, &m)
+		code := float64(0)
+		if e, ok := m["error"].(map[string]any); ok {
+			code, _ = e["code"].(float64)
+		}
+		if r.status != tc.status || code != tc.code {
+			t.Errorf("%s: HTTP %d %s, want %d and %v", tc.name, r.status, r.body, tc.status, tc.code)
+		}
+	}
+	if got := received(t, rec); strings.Contains(got, "env-") {
+		t.Errorf("a malformed envelope reached the downstream:\n%s", got)
 	}
 }
