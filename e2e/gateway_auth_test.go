@@ -75,7 +75,7 @@ func authGatewayPolicy(t *testing.T, pol, extra string, servers ...string) (*gw,
 	suiteLeaks.secret(adminToken, viewerToken, supportTok)
 	mark := newMark()
 	rec := filepath.Join(t.TempDir(), "received.log")
-	srv := fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "echo,admin_reset_key,refund", "FIXTURE_LOG": rec})
+	srv := fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "echo,admin_reset_key,refund,crash", "FIXTURE_LOG": rec})
 	body := "auth:\n  tokens_env: E2E_TOKENS\n" + pol + "log:\n  level: debug\n" + extra +
 		"servers:\n" + srv + strings.Join(servers, "")
 	g := startGatewayWith(t, mark, body, "E2E_TOKENS="+tokensEnv())
@@ -703,5 +703,22 @@ func TestGatewayEnvelopesWithAuth(t *testing.T) {
 	}
 	if got := received(t, rec); strings.Contains(got, "env-") {
 		t.Errorf("a malformed envelope reached the downstream:\n%s", got)
+	}
+}
+
+// TestGatewayDownstreamUnavailableWithAuth: an allowed call whose
+// downstream dies is -32003 (502), audited as allowed with that code; the
+// gateway keeps serving the caller once the downstream is back.
+func TestGatewayDownstreamUnavailableWithAuth(t *testing.T) {
+	g, _ := authGateway(t, "")
+	r := callAs(g, viewerToken, "fx.crash", map[string]any{}, 1)
+	if code, _ := errorOf(t, r.msg(t)); r.status != 502 || code != -32003 {
+		t.Fatalf("a crashing downstream: HTTP %d %s", r.status, r.body)
+	}
+	waitUntil(t, "the downstream is back", func() bool {
+		return callAs(g, viewerToken, "fx.echo", map[string]any{}, 2).status == 200
+	})
+	if !strings.Contains(g.p.stderr.String(), `"tool":"fx.crash","rule":"everyone-else","outcome":"allow","code":-32003`) {
+		t.Errorf("the audit lacks the failed, allowed call")
 	}
 }
