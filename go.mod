@@ -3,8 +3,10 @@ module github.com/mcp-bastion/bastion
 go 1.26.10
 
 require (
+	cel.dev/cel-go v0.33.2 // the gateway's policy conditions: compiled and type-checked at start-up, cost-limited
 	github.com/go-json-experiment/json v1.27.2 // strict JSON: duplicate names, invalid UTF-8, exact-case members (encoding/json/v2 API)
 	github.com/jackc/pgx/v5 v5.12.0 // PostgreSQL driver and pool for read_only_sql (pinned extended-protocol exec mode)
+	github.com/lestrrat-go/jwx/v3 v3.4.0 // the gateway's JWT and JWKS verification
 	github.com/modelcontextprotocol/go-sdk v1.8.0 // tests and benchmarks only: the official Go SDK client and server as interop peers
 	github.com/pganalyze/pg_query_go/v6 v6.2.5 // the real PostgreSQL parser (cgo) for the SQL policy
 	github.com/prometheus/client_golang v1.25.0 // the gateway's metrics (opt-in listen address)
@@ -14,11 +16,11 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6 // gateway configuration: parsed into a node tree, decoded strictly by internal/gateway/config
 	golang.org/x/sys v0.50.0 // openat2 for sandbox_fs_read
 	golang.org/x/text v0.42.0 // English messages of schema validation errors
+	golang.org/x/time v0.16.0 // the gateway's per-principal and per-address token buckets
 	google.golang.org/protobuf v1.36.12 // protoreflect walk of pg_query parse trees
 )
 
 require (
-	cel.dev/cel-go v0.33.2 // indirect
 	cel.dev/expr v0.25.1 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -36,7 +38,6 @@ require (
 	github.com/lestrrat-go/dsig-secp256k1 v1.0.0 // indirect
 	github.com/lestrrat-go/httpcc v1.0.1 // indirect
 	github.com/lestrrat-go/httprc/v3 v3.0.6 // indirect
-	github.com/lestrrat-go/jwx/v3 v3.4.0 // indirect
 	github.com/lestrrat-go/option/v2 v2.0.0 // indirect
 	github.com/lufia/plan9stats v0.0.0-20211012122336-39d0f177ccd0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
@@ -54,7 +55,6 @@ require (
 	golang.org/x/exp v0.0.0-20240823005443-9b4947da3948 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20240826202546-f6391c0de4c7 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20240826202546-f6391c0de4c7 // indirect
 )
