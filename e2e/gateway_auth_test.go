@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -720,5 +721,81 @@ func TestGatewayDownstreamUnavailableWithAuth(t *testing.T) {
 	})
 	if !strings.Contains(g.p.stderr.String(), `"tool":"fx.crash","rule":"everyone-else","outcome":"allow","code":-32003`) {
 		t.Errorf("the audit lacks the failed, allowed call")
+	}
+}
+
+// openListen opens a 2026-07-28 subscriptions/listen as tok's principal
+// and returns the response once its acknowledgement was read (or its
+// refusal, unread).
+func openListen(t *testing.T, g *gw, tok, id string, tools bool) *http.Response {
+	t.Helper()
+	body := modernBody(id, "subscriptions/listen", map[string]any{"notifications": map[string]any{"toolsListChanged": tools}})
+	req, _ := http.NewRequestWithContext(ctxT(t), http.MethodPost, g.url, strings.NewReader(body))
+	for k, v := range modernHeaders("subscriptions/listen", "") {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Body.Close() })
+	if r.StatusCode == 200 {
+		if _, err := bufio.NewReader(r.Body).ReadString('\n'); err != nil {
+			t.Fatalf("listen %s: %v", id, err)
+		}
+	}
+	return r
+}
+
+// TestGatewayListenBounded: a subscription spends the caller's rate like
+// any request, and one principal's streams — whatever they ask to hear —
+// are bounded, so it cannot take every stream from the others.
+func TestGatewayListenBounded(t *testing.T) {
+	g, _ := authGatewayPolicy(t, authPolicy+"  rate: {per_principal: 1/m, burst: 2}\n", "")
+	for i := range 2 {
+		if r := openListen(t, g, viewerToken, fmt.Sprint("r", i), true); r.StatusCode != 200 {
+			t.Fatalf("listen %d: HTTP %d", i, r.StatusCode)
+		}
+	}
+	if r := openListen(t, g, viewerToken, "r2", true); r.StatusCode != 429 || r.Header.Get("Retry-After") == "" {
+		t.Errorf("a listen past the rate: HTTP %d", r.StatusCode)
+	}
+
+	g2, _ := authGateway(t, "")
+	n := 0
+	for ; n < 40; n++ {
+		r := openListen(t, g2, viewerToken, fmt.Sprint("s", n), n%2 == 0) // half of them ask for nothing
+		if r.StatusCode != 200 {
+			var m msg
+			_ = json.NewDecoder(r.Body).Decode(&m)
+			if code, _ := errorOf(t, m); r.StatusCode != 429 || code != -32005 {
+				t.Errorf("the refused listen: HTTP %d %v", r.StatusCode, m)
+			}
+			break
+		}
+	}
+	if n == 40 || n < 4 {
+		t.Errorf("one principal held %d streams", n)
+	}
+	if r := openListen(t, g2, adminToken, "admin", true); r.StatusCode != 200 {
+		t.Errorf("another principal's listen, once the first is at its bound: HTTP %d", r.StatusCode)
+	}
+}
+
+// TestGatewayConditionSeesWhatTheDownstreamReads: under a rule with a
+// condition, arguments whose member names differ only in case are
+// refused, so the condition cannot judge "amount" while a case-folding
+// downstream acts on "AMOUNT".
+func TestGatewayConditionSeesWhatTheDownstreamReads(t *testing.T) {
+	g, rec := authGateway(t, "")
+	m := callAs(g, supportTok, "fx.refund", map[string]any{"amount": 50, "AMOUNT": 5000, "marker": "folded-dup"}, 1).msg(t)
+	if !strings.Contains(mustJSON(t, m), "differ only in case") {
+		t.Errorf("case-colliding arguments under a condition: %v", m)
+	}
+	if strings.Contains(received(t, rec), "folded-dup") {
+		t.Error("the call reached the downstream")
 	}
 }

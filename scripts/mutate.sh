@@ -483,9 +483,27 @@ mutate gw-jwt-audience "a JWT for another audience is accepted" \
 
 mutate gw-auth-failures "failed authentications from one address are not limited" \
 	internal/gateway/front/authn.go \
-	'if blocked, wait := s\.failures\.empty\(addr\); blocked \{' \
-	'if blocked, wait := s.failures.empty(addr); false && blocked {' \
+	'\tif blocked \{\n\t\tsecs := max' \
+	'\tif false && blocked {\n\t\tsecs := max' \
 	-- "$e2epkg" 'TestGatewayAuthFailuresPerAddress'
+
+mutate gw-stream-share "one principal may hold every notification stream" \
+	internal/gateway/front/sessions.go \
+	'\|\|\n\t\ts\.owned\[principal\] >= maxStreamsPerPrincipal \{' \
+	'|| false && s.owned[principal] >= maxStreamsPerPrincipal {' \
+	-- "$e2epkg" 'TestGatewayListenBounded'
+
+mutate gw-folded-names "a condition may judge one of two case-colliding members while the downstream reads the other" \
+	internal/gateway/invoke.go \
+	'if name, ok := foldedDuplicate\(c\.Arguments\); ok \{' \
+	'if name, ok := foldedDuplicate(c.Arguments); false && ok {' \
+	-- "$e2epkg" 'TestGatewayConditionSeesWhatTheDownstreamReads'
+
+mutate gw-jwt-empty-sub "a JWT with an empty subject is accepted" \
+	internal/gateway/auth/jwt.go \
+	'\tif sub == "" \{' \
+	'\tif false && sub == "" {' \
+	-- ./internal/gateway/auth 'TestJWT'
 
 mutate gw-explicit-env "a stdio child inherits the gateway's environment" \
 	internal/gateway/upstream/stdio.go \

@@ -317,3 +317,23 @@ func TestCloseLeavesNothing(t *testing.T) {
 		}
 	}
 }
+
+func TestFoldedDuplicate(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{`{"amount":1}`, false},
+		{`{"amount":1,"AMOUNT":2}`, true},
+		{`{"a":{"x":1,"X":2}}`, true},
+		{`{"a":[{"k":1},{"K":2}]}`, false}, // different objects
+		{`{"a":"A","b":"a"}`, false},       // values are not names
+		{`{"a":["a","A"]}`, false},
+		{`{"ſ":1,"S":2}`, true}, // U+017F folds to s
+		{`{"K":1,"k":2}`, true}, // U+212A KELVIN SIGN folds to k
+	} {
+		if _, got := foldedDuplicate(jsontext.Value(tc.in)); got != tc.want {
+			t.Errorf("foldedDuplicate(%s) = %v", tc.in, got)
+		}
+	}
+}

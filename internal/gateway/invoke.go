@@ -163,6 +163,14 @@ func (g *Gateway) decide(c Call, t *catalog.Tool) (policy.Decision, error) {
 	if err := tool.ValidateValue(t.Input, c.Arguments); err != nil {
 		return d, err
 	}
+	// A condition must read the arguments as the downstream will. Member
+	// names that differ only in case are read as one by decoders that
+	// fold case (Go's encoding/json keeps the last), so the condition
+	// could judge "amount" while the downstream acts on "AMOUNT": such
+	// arguments are refused before any condition sees them.
+	if name, ok := foldedDuplicate(c.Arguments); ok {
+		return d, tool.NewArgumentError(fmt.Sprintf("arguments: member names that differ only in case (%s) are refused under a rule with a condition", problem.Quote(name)))
+	}
 	// Conditions read the arguments and annotations as plain JSON values.
 	if err := json.Unmarshal(c.Arguments, &pc.Args); err != nil || pc.Args == nil {
 		return d, tool.NewArgumentError("arguments must be an object")
@@ -367,4 +375,42 @@ func (l callLog) log(level slog.Level, msg string, attrs []slog.Attr) {
 		return
 	}
 	l.l.LogAttrs(context.Background(), level, msg, append(attrs, l.rid)...)
+}
+
+// foldedDuplicate finds, at any depth of v, an object with two member
+// names equal under Unicode case folding, and returns one of them.
+func foldedDuplicate(v jsontext.Value) (string, bool) {
+	dec := jsontext.NewDecoder(bytes.NewReader(v))
+	// One set of folded names per open object; arrays push nil.
+	var stack []map[string]bool
+	for {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return "", false
+		}
+		switch tok.Kind() {
+		case '{':
+			stack = append(stack, map[string]bool{})
+			continue
+		case '[':
+			stack = append(stack, nil)
+			continue
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		// A string directly inside an object, where a name is due, is a
+		// member name: the decoder reports names and values alike as
+		// strings, so the position tells them apart.
+		if tok.Kind() != '"' || len(stack) == 0 || stack[len(stack)-1] == nil {
+			continue
+		}
+		if _, n := dec.StackIndex(dec.StackDepth()); n%2 == 1 {
+			folded := strings.ToLower(strings.ToUpper(tok.String()))
+			if stack[len(stack)-1][folded] {
+				return tok.String(), true
+			}
+			stack[len(stack)-1][folded] = true
+		}
+	}
 }

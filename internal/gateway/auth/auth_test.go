@@ -225,6 +225,7 @@ func TestJWT(t *testing.T) {
 		{"wrong issuer", sign(t, claims(func(c jwt.Token) { c.Set(jwt.IssuerKey, "https://evil.test") }), d.key()), "issuer"},
 		{"no exp", sign(t, claims(func(c jwt.Token) { c.Remove(jwt.ExpirationKey) }), d.key()), "required claim"},
 		{"no roles", sign(t, claims(func(c jwt.Token) { c.Remove("roles") }), d.key()), "no roles"},
+		{"an empty subject", sign(t, claims(func(c jwt.Token) { c.Set(jwt.SubjectKey, "") }), d.key()), "subject is empty"},
 		{"a bad role", sign(t, claims(func(c jwt.Token) { c.Set("roles", []string{"admin,root"}) }), d.key()), "role"},
 		{"signed by another key", sign(t, claims(nil), otherKey), "signature"},
 		{"unsigned (alg none)", unsigned(claims(nil)), "algorithm"},

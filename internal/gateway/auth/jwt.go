@@ -203,6 +203,11 @@ func (v *JWTVerifier) Verify(ctx context.Context, tok string) (Principal, error)
 		return Principal{}, invalid(jwtReason(err))
 	}
 	sub, _ := t.Subject()
+	if sub == "" {
+		// Sessions, cursors and rate buckets are per subject: an empty
+		// one would be every such token's.
+		return Principal{}, invalid("the token's subject is empty")
+	}
 	claims := map[string]any{}
 	if err := json.Unmarshal(msg.Payload(), &claims); err != nil {
 		return Principal{}, invalid("the token's claims are not a JSON object")

@@ -67,8 +67,12 @@ func (s *Server) authenticateRequest(r *http.Request, rid, method string) (auth.
 	if s.authn == nil {
 		return Anonymous, nil
 	}
+	// The failure is reserved before the token is read and given back
+	// when it was good: concurrent guesses from one address cannot all
+	// be read while the bucket still looks full.
 	addr := clientAddress(r)
-	if blocked, wait := s.failures.empty(addr); blocked {
+	res, blocked, wait := s.failures.reserve(addr)
+	if blocked {
 		secs := max(1, int(math.Ceil(wait.Seconds())))
 		s.metrics.RateLimited()
 		s.log.Warn("request refused: too many failed authentications from its address", slog.String("request_id", rid))
@@ -79,9 +83,11 @@ func (s *Server) authenticateRequest(r *http.Request, rid, method string) (auth.
 	}
 	p, err := s.authn.Authenticate(r.Context(), r.Header.Values("Authorization"))
 	if err == nil {
+		if res != nil {
+			res.Cancel()
+		}
 		return p, nil
 	}
-	s.failures.take(addr)
 	ae, _ := err.(*auth.Error)
 	reason := "unauthenticated"
 	presented := false
@@ -174,10 +180,14 @@ func newLimiters(every time.Duration, burst int) *limiters {
 	return &limiters{every: every, burst: burst, m: map[string]*limiter{}}
 }
 
+// principalKey names a principal in the per-principal maps: subjects are
+// unique per issuer only.
+func principalKey(p auth.Principal) string { return p.Issuer + "\x00" + p.Subject }
+
 // allow takes one token of p's bucket, or reports how long until one is
 // there.
 func (l *limiters) allow(p auth.Principal) (bool, time.Duration) {
-	return l.take(p.Issuer + "\x00" + p.Subject)
+	return l.take(principalKey(p))
 }
 
 // take takes one token of key's bucket, or reports how long until one is
@@ -196,18 +206,20 @@ func (l *limiters) take(key string) (bool, time.Duration) {
 	return true, 0
 }
 
-// empty reports whether key's bucket holds no token, and how long until
-// one is there, without taking one.
-func (l *limiters) empty(key string) (bool, time.Duration) {
+// reserve takes one token of key's bucket for an outcome not known yet;
+// the caller cancels the reservation to give it back. blocked, with how
+// long until a token is there, when the bucket is empty.
+func (l *limiters) reserve(key string) (*rate.Reservation, bool, time.Duration) {
 	if l == nil {
-		return false, 0
+		return nil, false, 0
 	}
 	now := time.Now()
-	e := l.get(key, now)
-	if tokens := e.lim.TokensAt(now); tokens < 1 {
-		return true, time.Duration((1 - tokens) * float64(l.every))
+	r := l.get(key, now).lim.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return nil, true, d
 	}
-	return false, 0
+	return r, false, 0
 }
 
 func (l *limiters) get(key string, now time.Time) *limiter {

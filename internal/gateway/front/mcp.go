@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -675,7 +676,13 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Not Found: the session does not exist or has ended", http.StatusNotFound)
 		return
 	}
-	ch := s.sessions.stream(sess.nonce)
+	if ok, wait := s.limiters.allow(p); !ok {
+		s.metrics.RateLimited()
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+		http.Error(w, "Too Many Requests: the caller is past its rate", http.StatusTooManyRequests)
+		return
+	}
+	ch := s.sessions.stream(sess.nonce, principalKey(p))
 	if ch == nil {
 		http.Error(w, "Too Many Requests: too many open streams", http.StatusTooManyRequests)
 		return
@@ -710,15 +717,24 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 			"Invalid request: subscriptions/listen answers with an event stream (Accept: text/event-stream)"), false)
 		return
 	}
-	var ch chan struct{}
-	if tools {
-		if ch = x.s.sessions.stream(""); ch == nil {
-			writeError(w, http.StatusTooManyRequests, jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError,
-				"Too many open subscriptions"), false)
-			return
-		}
-		defer x.s.sessions.unstream("", ch)
+	// A subscription is a request like any other for the rate, and a
+	// stream like any other for the bounds, whatever it asks to hear.
+	if ok, wait := x.s.limiters.allow(x.p); !ok {
+		x.s.metrics.RateLimited()
+		rep := rateLimited(m.ID, wait)
+		w.Header().Set("Retry-After", strconv.Itoa(rep.retryAfter))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rep.status)
+		w.Write(append(rep.msg, '\n'))
+		return
 	}
+	ch := x.s.sessions.stream("", principalKey(x.p))
+	if ch == nil {
+		writeError(w, http.StatusTooManyRequests, jsonrpc.NewError(m.ID, gateway.CodeTooManyRequests,
+			"Too many requests: too many open streams"), false)
+		return
+	}
+	defer x.s.sessions.unstream("", ch)
 	ev := startEvents(w)
 	ev.send(mcp.SubscriptionAcknowledged(m.ID, tools))
 	for {
@@ -728,7 +744,9 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 				ev.send(mcp.SubscriptionComplete(m.ID))
 				return
 			}
-			ev.send(mcp.SubscriptionToolsChanged(m.ID))
+			if tools {
+				ev.send(mcp.SubscriptionToolsChanged(m.ID))
+			}
 		case <-x.s.stopping:
 			ev.send(mcp.SubscriptionComplete(m.ID))
 			return
@@ -766,6 +784,12 @@ func (e events) send(msg []byte) {
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.principal(w, r)
 	if !ok {
+		return
+	}
+	if ok, wait := s.limiters.allow(p); !ok {
+		s.metrics.RateLimited()
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+		http.Error(w, "Too Many Requests: the caller is past its rate", http.StatusTooManyRequests)
 		return
 	}
 	sess, err := s.sessions.open(r.Header.Get(hdrSessionID), ownerOf(p.Issuer, p.Subject))

@@ -37,6 +37,9 @@ const (
 	maxRevoked          = 1_000_000
 	maxStreams          = 1024
 	maxStreamsPerClient = 4
+	// maxStreamsPerPrincipal bounds one caller's share of maxStreams, so
+	// that one principal cannot take every stream from the others.
+	maxStreamsPerPrincipal = 16
 )
 
 type sessions struct {
@@ -44,13 +47,14 @@ type sessions struct {
 	ttl time.Duration
 
 	mu      sync.Mutex
-	revoked map[string]time.Time // nonce → when its id expires anyway
-	streams map[string]map[chan struct{}]bool
+	revoked map[string]time.Time                // nonce → when its id expires anyway
+	streams map[string]map[chan struct{}]string // key → stream → its principal
+	owned   map[string]int                      // principal → streams open
 	nstream int
 }
 
 func newSessions(key []byte, ttl time.Duration) *sessions {
-	return &sessions{key: key, ttl: ttl, revoked: map[string]time.Time{}, streams: map[string]map[chan struct{}]bool{}}
+	return &sessions{key: key, ttl: ttl, revoked: map[string]time.Time{}, streams: map[string]map[chan struct{}]string{}, owned: map[string]int{}}
 }
 
 // ownerOf is what a session id binds its principal by: a digest of the
@@ -129,30 +133,33 @@ func (s *sessions) revoke(ss session) bool {
 		return false
 	}
 	s.revoked[ss.nonce] = ss.issued.Add(s.ttl)
-	for ch := range s.streams[ss.nonce] {
+	for ch, principal := range s.streams[ss.nonce] {
 		close(ch)
-		s.nstream--
+		s.drop(principal)
 	}
 	delete(s.streams, ss.nonce)
 	return true
 }
 
-// stream registers a notification stream under key (a session's nonce,
-// or "" for the 2026-07-28 subscriptions, which have no session); nil
-// when there are too many. The channel is a signal: it holds at most one
-// pending "the list changed", so a client that does not keep up hears of
-// several changes once, and never holds the gateway.
-func (s *sessions) stream(key string) chan struct{} {
+// stream registers a notification stream of principal under key (a
+// session's nonce, or "" for the 2026-07-28 subscriptions, which have no
+// session); nil when there are too many, in all, of that session or of
+// that principal. The channel is a signal: it holds at most one pending
+// "the list changed", so a client that does not keep up hears of several
+// changes once, and never holds the gateway.
+func (s *sessions) stream(key, principal string) chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.nstream >= maxStreams || (key != "" && len(s.streams[key]) >= maxStreamsPerClient) {
+	if s.nstream >= maxStreams || (key != "" && len(s.streams[key]) >= maxStreamsPerClient) ||
+		s.owned[principal] >= maxStreamsPerPrincipal {
 		return nil
 	}
 	ch := make(chan struct{}, 1)
 	if s.streams[key] == nil {
-		s.streams[key] = map[chan struct{}]bool{}
+		s.streams[key] = map[chan struct{}]string{}
 	}
-	s.streams[key][ch] = true
+	s.streams[key][ch] = principal
+	s.owned[principal]++
 	s.nstream++
 	return ch
 }
@@ -161,13 +168,21 @@ func (s *sessions) stream(key string) chan struct{} {
 func (s *sessions) unstream(key string, ch chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.streams[key][ch] {
+	if principal, ok := s.streams[key][ch]; ok {
 		delete(s.streams[key], ch)
 		close(ch)
-		s.nstream--
+		s.drop(principal)
 		if len(s.streams[key]) == 0 {
 			delete(s.streams, key)
 		}
+	}
+}
+
+// drop forgets one stream of principal; mu is held.
+func (s *sessions) drop(principal string) {
+	s.nstream--
+	if s.owned[principal]--; s.owned[principal] <= 0 {
+		delete(s.owned, principal)
 	}
 }
 
@@ -196,6 +211,7 @@ func (s *sessions) closeStreams() {
 		delete(s.streams, n)
 	}
 	s.nstream = 0
+	clear(s.owned)
 }
 
 func hmacSum(key, msg []byte) []byte {
