@@ -26,6 +26,7 @@ func TestGatewayMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
+	suiteLeaks.watch(func() string { return string(body) })
 	resp.Body.Close()
 	text := string(body)
 	for _, want := range []string{
