@@ -282,3 +282,16 @@ func (s *Server) principal(w http.ResponseWriter, r *http.Request) (auth.Princip
 	http.Error(w, refusal.message, refusal.status)
 	return auth.Principal{}, false
 }
+
+// pastRate answers a GET or DELETE of a principal past its rate (429,
+// Retry-After) and reports whether it did.
+func (s *Server) pastRate(w http.ResponseWriter, p auth.Principal) bool {
+	ok, wait := s.limiters.allow(p)
+	if ok {
+		return false
+	}
+	s.metrics.RateLimited()
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+	http.Error(w, "Too Many Requests: the caller is past its rate", http.StatusTooManyRequests)
+	return true
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -676,10 +675,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Not Found: the session does not exist or has ended", http.StatusNotFound)
 		return
 	}
-	if ok, wait := s.limiters.allow(p); !ok {
-		s.metrics.RateLimited()
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
-		http.Error(w, "Too Many Requests: the caller is past its rate", http.StatusTooManyRequests)
+	if s.pastRate(w, p) {
 		return
 	}
 	ch := s.sessions.stream(sess.nonce, principalKey(p))
@@ -786,10 +782,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if ok, wait := s.limiters.allow(p); !ok {
-		s.metrics.RateLimited()
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
-		http.Error(w, "Too Many Requests: the caller is past its rate", http.StatusTooManyRequests)
+	if s.pastRate(w, p) {
 		return
 	}
 	sess, err := s.sessions.open(r.Header.Get(hdrSessionID), ownerOf(p.Issuer, p.Subject))
