@@ -336,8 +336,8 @@ mutate arrival-order "a call takes its place in the queue when its task runs, no
 
 mutate validity-first "the pending cap is checked before the call's own validity" \
 	internal/session/call.go \
-	'\tt, args, token, msg := ss\.judgeCall\(m, version\)\n\tif msg != nil \{\n\t\tr\.send\(msg\)\n\t\treturn\n\t\}\n\tss\.mu\.Lock\(\)\n' \
-	'\tss.mu.Lock()\n\tif len(ss.inflight) >= ss.srv.opts.MaxPending {\n\t\tss.mu.Unlock()\n\t\tr.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.AppendCallProblem(nil, version, problem.New(problem.ConcurrencyLimit, "full"))))\n\t\treturn\n\t}\n\tss.mu.Unlock()\n\tt, args, token, msg := ss.judgeCall(m, version)\n\tif msg != nil {\n\t\tr.send(msg)\n\t\treturn\n\t}\n\tss.mu.Lock()\n' \
+	'\tt, args, token, msg := ss\.judgeCall\(m, version\)\n\tif msg != nil \{\n\t\tr\.send\(msg\)\n\t\treturn\n\t\}\n\tif ss\.subscribed' \
+	'\tss.mu.Lock()\n\tif len(ss.inflight) >= ss.srv.opts.MaxPending {\n\t\tss.mu.Unlock()\n\t\tr.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.AppendCallProblem(nil, version, problem.New(problem.ConcurrencyLimit, "full"))))\n\t\treturn\n\t}\n\tss.mu.Unlock()\n\tt, args, token, msg := ss.judgeCall(m, version)\n\tif msg != nil {\n\t\tr.send(msg)\n\t\treturn\n\t}\n\tif ss.subscribed' \
 	-- "$sessionpkg"
 
 # The gateway (bastion gateway): its front, its invoke path, its
