@@ -1,0 +1,207 @@
+// Package admit decides whether a downstream tool descriptor may be
+// offered (GATEWAY.md decisions 7–9). It is pure — no I/O, no clock — so
+// every rule is table-tested without a server, and one descriptor's
+// verdict never depends on another's.
+//
+// This file is the x-mcp-header walk of decision 8: where a descriptor
+// may ask a client to mirror an argument into an Mcp-Param-* header.
+package admit
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// HeaderMode says where x-mcp-header is legal.
+type HeaderMode string
+
+// Header modes.
+const (
+	// HeaderStrict allows x-mcp-header only on a direct member of the
+	// input schema's properties (seed 001).
+	HeaderStrict HeaderMode = "strict"
+	// HeaderSpec allows it on any property reachable from the root
+	// through properties keys only (the 2026-07-28 rule).
+	HeaderSpec HeaderMode = "spec"
+)
+
+// DefaultSensitiveNames are the names a mirrored property or header may
+// neither equal nor end with, compared without case, "-" or "_".
+var DefaultSensitiveNames = []string{"password", "secret", "token", "api_key", "authorization"}
+
+// Mirror is one argument the descriptor mirrors into a header.
+type Mirror struct {
+	// Path is the property path from the input schema's root.
+	Path []string
+	// Header is the x-mcp-header value: Mcp-Param-<Header>.
+	Header string
+	// Type is the property's JSON type: string, integer or boolean.
+	Type string
+}
+
+// Problem is why a descriptor's header mirroring is refused: the JSON
+// pointer of the member at fault and what is wrong with it.
+type Problem struct {
+	Pointer string
+	Detail  string
+}
+
+func (p *Problem) Error() string { return p.Pointer + ": " + p.Detail }
+
+// tchar is RFC 9110's token: the syntax of a header name.
+var tchar = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// Headers walks the raw JSON of a tool's input and output schemas and
+// returns the mirrors the input schema declares, or the first problem.
+// Every x-mcp-header member anywhere is examined — whatever keyword holds
+// it, $defs and $ref targets, unknown keywords, the whole output schema —
+// and one that is not where mode allows, not a token, repeated without
+// regard to case, on a property that is not string, integer or boolean,
+// or on a sensitive name, refuses the descriptor.
+func Headers(input, output jsontext.Value, mode HeaderMode, sensitive []string) ([]Mirror, *Problem) {
+	var mirrors []Mirror
+	seen := map[string]bool{}
+	var found *Problem
+	visit := func(pointer string, legal []string, schema map[string]jsontext.Value) {
+		if found != nil {
+			return
+		}
+		raw, ok := schema["x-mcp-header"]
+		if !ok {
+			return
+		}
+		at := pointer + "/x-mcp-header"
+		if legal == nil {
+			found = &Problem{at, "x-mcp-header is only allowed on a property of the input schema (" + string(mode) + " mode)"}
+			return
+		}
+		var name string
+		if raw.Kind() != '"' || jsonUnquote(raw, &name) != nil || name == "" || !tchar.MatchString(name) {
+			found = &Problem{at, "must be a non-empty header name token"}
+			return
+		}
+		if seen[strings.ToLower(name)] {
+			found = &Problem{at, fmt.Sprintf("header %s is mirrored twice (names compare without case)", strconv.Quote(name))}
+			return
+		}
+		seen[strings.ToLower(name)] = true
+		var typ string
+		if t, ok := schema["type"]; !ok || t.Kind() != '"' || jsonUnquote(t, &typ) != nil || (typ != "string" && typ != "integer" && typ != "boolean") {
+			found = &Problem{pointer, "a mirrored property must have type string, integer or boolean"}
+			return
+		}
+		if s := sensitiveMatch(legal[len(legal)-1], name, sensitive); s != "" {
+			found = &Problem{at, fmt.Sprintf("mirrors a sensitive name (%s) into a header", s)}
+			return
+		}
+		mirrors = append(mirrors, Mirror{Path: legal, Header: name, Type: typ})
+	}
+	if p := walk(input, "/inputSchema", []string{}, mode, visit); p != nil {
+		return nil, p
+	}
+	if found != nil {
+		return nil, found
+	}
+	if output != nil {
+		if p := walk(output, "/outputSchema", nil, mode, visit); p != nil {
+			return nil, p
+		}
+	}
+	if found != nil {
+		return nil, found
+	}
+	return mirrors, nil
+}
+
+// walk visits every JSON object in v, depth first. path is the property
+// path when the object is a schema reachable through properties keys only
+// (nil when it is not, or when mirroring is never legal there); an
+// x-mcp-header is legal at a non-empty path, and in strict mode only at a
+// path of one.
+func walk(v jsontext.Value, pointer string, path []string, mode HeaderMode, visit func(string, []string, map[string]jsontext.Value)) *Problem {
+	switch v.Kind() {
+	case '[':
+		var items []jsontext.Value
+		if err := unmarshalRaw(v, &items); err != nil {
+			return &Problem{pointer, "not valid JSON"}
+		}
+		for i, it := range items {
+			if p := walk(it, pointer+"/"+strconv.Itoa(i), nil, mode, visit); p != nil {
+				return p
+			}
+		}
+	case '{':
+		var members map[string]jsontext.Value
+		if err := unmarshalRaw(v, &members); err != nil {
+			return &Problem{pointer, "not valid JSON"}
+		}
+		var legal []string
+		if len(path) > 0 && (mode == HeaderSpec || len(path) == 1) {
+			legal = path
+		}
+		visit(pointer, legal, members)
+		// In name order: the verdict, and the first problem it names,
+		// must not depend on a map's order.
+		for _, k := range slices.Sorted(maps.Keys(members)) {
+			child := members[k]
+			if k == "properties" && path != nil {
+				// The members of properties are schemas of named
+				// properties; each extends the chain.
+				if child.Kind() == '{' {
+					var props map[string]jsontext.Value
+					if err := unmarshalRaw(child, &props); err != nil {
+						return &Problem{pointer + "/properties", "not valid JSON"}
+					}
+					for _, name := range slices.Sorted(maps.Keys(props)) {
+						sub := props[name]
+						p := append(append([]string{}, path...), name)
+						if prob := walk(sub, pointer+"/properties/"+escape(name), p, mode, visit); prob != nil {
+							return prob
+						}
+					}
+					continue
+				}
+			}
+			// Under any other keyword no property path continues.
+			if prob := walk(child, pointer+"/"+escape(k), nil, mode, visit); prob != nil {
+				return prob
+			}
+		}
+	}
+	return nil
+}
+
+// sensitiveMatch returns the sensitive name that the property or the
+// header name equals or ends with, compared without case, "-" or "_".
+func sensitiveMatch(property, header string, sensitive []string) string {
+	p, h := normalize(property), normalize(header)
+	for _, s := range sensitive {
+		n := normalize(s)
+		if n != "" && (strings.HasSuffix(p, n) || strings.HasSuffix(h, n)) {
+			return s
+		}
+	}
+	return ""
+}
+
+func normalize(s string) string {
+	return strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(s))
+}
+
+// escape is a JSON pointer reference token (RFC 6901).
+func escape(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// unmarshalRaw decodes strictly: a repeated member name is an error, so
+// that no two readers of a descriptor can see different members.
+func unmarshalRaw[T any](v jsontext.Value, dst *T) error { return json.Unmarshal(v, dst) }
+
+func jsonUnquote(v jsontext.Value, dst *string) error { return json.Unmarshal(v, dst) }
