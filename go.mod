@@ -21,6 +21,11 @@ require (
 )
 
 require (
+	github.com/gowebpki/jcs v1.0.2 // RFC 8785 canonical JSON: the digest that pins a tool descriptor
+	go.etcd.io/bbolt v1.4.3 // the admission ledger: one file, transactional, crash-safe
+)
+
+require (
 	cel.dev/expr v0.25.1 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

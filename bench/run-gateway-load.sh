@@ -189,6 +189,9 @@ start_gateway() {
 			echo "auth: {mode: none}"
 			echo 'policy: {rules: [{id: all, tools: ["*"], roles: ["*"]}]}'
 			echo "log: {level: warn}"
+			# A throwaway ledger; trust on first use, the descriptors are ours.
+			echo "state_dir: $tmp/state-$kind"
+			echo "admission: {first_use: pin}"
 			echo "servers:"
 			echo "  - name: echo"
 			if [[ $kind == http ]]; then

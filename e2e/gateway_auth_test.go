@@ -528,6 +528,7 @@ func TestGatewayStdioPrincipal(t *testing.T) {
 	mark := newMark()
 	cfg := "auth:\n  tokens_env: E2E_TOKENS\n  stdio_principal: {subject: desk, roles: [viewer]}\n" + authPolicy + "servers:\n" +
 		fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "echo,admin_reset_key"})
+	cfg += stateKeys(t, cfg)
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -313,6 +313,7 @@ func TestGatewayProgress(t *testing.T) {
 func TestGatewayStdio(t *testing.T) {
 	mark := newMark()
 	cfg := fmt.Sprintf("auth:\n  mode: none\npolicy:\n  rules:\n    - {id: all, tools: [\"*\"], roles: [\"*\"]}\nservers:\n%s", fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "echo,progress"}))
+	cfg += stateKeys(t, cfg)
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -382,6 +383,7 @@ func TestGatewayStdioChainListChanged(t *testing.T) {
 	mark := newMark()
 	inner := filepath.Join(t.TempDir(), "inner.yaml")
 	cfg := fmt.Sprintf("auth:\n  mode: none\npolicy:\n  rules:\n    - {id: all, tools: [\"*\"], roles: [\"*\"]}\nservers:\n%s", fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "listchanged,echo"}))
+	cfg += stateKeys(t, cfg)
 	if err := os.WriteFile(inner, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

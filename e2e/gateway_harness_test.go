@@ -77,6 +77,21 @@ func fixture(name, mark string, env map[string]string, extra ...string) string {
 	return b.String()
 }
 
+// stateKeys is what a test configuration needs besides body: a state
+// directory of its own, and — unless body configures admission — trust on
+// first use, for the tests of what lies past the admission gate.
+func stateKeys(t testing.TB, body string) string {
+	t.Helper()
+	var b strings.Builder
+	if !strings.Contains(body, "state_dir:") {
+		fmt.Fprintf(&b, "\nstate_dir: %q\n", t.TempDir())
+	}
+	if !strings.Contains(body, "admission:") {
+		b.WriteString("\nadmission: {first_use: pin}\n")
+	}
+	return b.String()
+}
+
 // startGateway writes a configuration with the given servers (YAML list
 // items) and top-level extra YAML, starts the gateway and waits until it
 // is ready.
@@ -91,7 +106,7 @@ func startGateway(t testing.TB, mark, servers, extra string, env ...string) *gw 
 func startGatewayWith(t testing.TB, mark, body string, env ...string) *gw {
 	t.Helper()
 	port := freePort(t)
-	cfg := fmt.Sprintf("listen: 127.0.0.1:%d\npublic_url: http://127.0.0.1:%d/mcp\n%s", port, port, body)
+	cfg := fmt.Sprintf("listen: 127.0.0.1:%d\npublic_url: http://127.0.0.1:%d/mcp\n%s", port, port, body+stateKeys(t, body))
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	gwconfig "github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/gateway/front"
+	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
 	"github.com/mcp-bastion/bastion/internal/gateway/metrics"
 	"github.com/mcp-bastion/bastion/internal/gateway/policy"
 	"github.com/mcp-bastion/bastion/internal/mcp"
@@ -116,8 +117,15 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 		return exitFailure
 	}
 	defer sink.Close()
+	store, err := ledger.Open(cfg.LedgerPath(), time.Second)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "bastion gateway: %v\n", err)
+		return exitFailure
+	}
+	defer store.Close()
 	g := gateway.New(cfg, log)
 	g.Authorize(pol, cfg.FilterToolsList(), sink)
+	g.UseLedger(store)
 	var m *metrics.Metrics
 	if cfg.Metrics != nil {
 		m = metrics.New(g.Downstreams)

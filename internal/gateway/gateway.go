@@ -16,10 +16,12 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/mcp-bastion/bastion/internal/gateway/admit"
 	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
 	"github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/gateway/discover"
+	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
 	"github.com/mcp-bastion/bastion/internal/gateway/metrics"
 	"github.com/mcp-bastion/bastion/internal/gateway/policy"
 	"github.com/mcp-bastion/bastion/internal/gateway/upstream"
@@ -50,6 +52,8 @@ type Gateway struct {
 	policy  *policy.Policy // nil denies every call
 	filter  bool           // each caller lists only what some rule may allow it
 	audit   *audit.Sink    // nil records nothing
+	ledger  ledger.Store   // nil fails every server closed
+	now     func() time.Time
 
 	ctx    context.Context // ends at Close; bounds every walk
 	cancel context.CancelFunc
@@ -74,6 +78,7 @@ type downstream struct {
 	settled bool      // discovered, or failed closed, at least once
 	trace   []discover.Page
 	lastErr string
+	info    upstream.Info // the last handshake's
 }
 
 // New builds the gateway for cfg; Start connects it.
@@ -81,7 +86,9 @@ func New(cfg *config.Config, log *slog.Logger) *Gateway {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: cfg, log: log, catalog: catalog.New(catalog.AdmitAll{}), servers: map[string]*downstream{}}
+	g := &Gateway{cfg: cfg, log: log, servers: map[string]*downstream{}, now: defaultNow}
+	g.catalog = catalog.New(gate{g}, admit.Options{
+		Headers: admit.HeaderMode(cfg.Admission.HeaderMirroring), Sensitive: cfg.Admission.SensitiveNames})
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	for _, s := range cfg.Servers {
 		d := &downstream{g: g, name: s.Name, cfg: s, started: make(chan struct{}),
@@ -245,10 +252,17 @@ func (g *Gateway) Status() []ServerStatus {
 // state hears of the downstream's connection: a new connection is listed
 // anew. While a server reconnects its tools stay listed, and calls to them
 // fail as the server being unavailable; a server shut down is removed.
-func (d *downstream) state(s upstream.State, _ *upstream.Client) {
+func (d *downstream) state(s upstream.State, c *upstream.Client) {
 	<-d.started
 	switch s {
 	case upstream.Connected:
+		if c != nil {
+			if info, ok := c.Info(); ok {
+				d.mu.Lock()
+				d.info = info
+				d.mu.Unlock()
+			}
+		}
 		d.discover()
 	case upstream.Failed:
 		// Not connected: nothing of it is offered, and it counts as
@@ -355,7 +369,10 @@ func (d *downstream) walk() {
 		d.g.catalog.Remove(d.name)
 		return
 	}
-	d.g.catalog.Update(d.name, res.Tools)
+	if err := d.g.catalog.Update(d.catalogServer(), res.Tools); err != nil {
+		res.Err = err
+		return
+	}
 	admitted, rejected := 0, 0
 	for _, t := range d.g.catalog.Snapshot().Tools {
 		if t.Server == d.name {
@@ -371,4 +388,21 @@ func (d *downstream) walk() {
 	}
 	d.g.log.Info("downstream tools discovered", slog.String("server", d.name), slog.Int("pages", len(res.Trace)),
 		slog.Int("admitted", admitted), slog.Int("rejected", rejected))
+}
+
+// catalogServer is what the catalog and the ledger know of the server:
+// its configured publisher and the identity its last handshake reported,
+// and the names of the other servers.
+func (d *downstream) catalogServer() catalog.Server {
+	d.mu.Lock()
+	info := d.info
+	d.mu.Unlock()
+	name, version := info.Name()
+	srv := catalog.Server{Name: d.name, Identity: admit.Identity{Publisher: d.cfg.Publisher, Name: name, Version: version}}
+	for _, o := range d.g.order {
+		if o != d.name {
+			srv.Others = append(srv.Others, o)
+		}
+	}
+	return srv
 }

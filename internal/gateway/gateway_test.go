@@ -16,7 +16,9 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/goleak"
 
+	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
 	"github.com/mcp-bastion/bastion/internal/gateway/config"
+	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
 	"github.com/mcp-bastion/bastion/internal/gateway/policy"
 	"github.com/mcp-bastion/bastion/internal/gateway/upstream"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
@@ -66,11 +68,16 @@ func start(t *testing.T, servers map[string]map[string]string, extra string) *Ga
 		}
 	}
 	b.WriteString(extra)
+	if !strings.Contains(extra, "admission:") {
+		b.WriteString("\nadmission: {first_use: pin}\n")
+	}
+	fmt.Fprintf(&b, "state_dir: %q\n", t.TempDir())
 	cfg, err := config.Parse([]byte(b.String()), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, b.String())
 	}
 	g := New(cfg, nil)
+	useLedger(t, g)
 	pol, err := policy.Compile(cfg.PolicyRules())
 	if err != nil {
 		t.Fatal(err)
@@ -140,8 +147,8 @@ func TestInvokeErrors(t *testing.T) {
 // TestInvokeValidatesArguments: arguments that fail the tool's input
 // schema never reach the downstream.
 func TestInvokeValidatesArguments(t *testing.T) {
-	cat := New(&config.Config{}, nil).catalog
-	cat.Update("s", []jsontext.Value{jsontext.Value(`{"name":"t","inputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}}`)})
+	cat := pinned(t).catalog
+	_ = cat.Update(catalog.Server{Name: "s"}, []jsontext.Value{jsontext.Value(`{"name":"t","inputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}}`)})
 	allow, err := policy.Compile([]policy.Rule{{ID: "all", Tools: []string{"*"}, Roles: []string{"*"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -199,12 +206,12 @@ func TestParseResult(t *testing.T) {
 // order; a forged cursor, or one from before the list changed, is
 // refused.
 func TestListerCursors(t *testing.T) {
-	g := New(&config.Config{}, nil)
+	g := pinned(t)
 	var descs []jsontext.Value
 	for i := range 250 {
 		descs = append(descs, jsontext.Value(fmt.Sprintf(`{"name":"t%03d","inputSchema":{"type":"object"}}`, i)))
 	}
-	g.catalog.Update("s", descs)
+	_ = g.catalog.Update(catalog.Server{Name: "s"}, descs)
 	enc, err := mcp.NewEncoder(mcp.Implementation{Name: "g", Version: "1"}, "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +264,7 @@ func TestListerCursors(t *testing.T) {
 	}
 	// A cursor of a list that has since changed is refused.
 	stale := cursor
-	g.catalog.Update("s", descs[:10])
+	_ = g.catalog.Update(catalog.Server{Name: "s"}, descs[:10])
 	if _, lerr := l.List(mcp.LatestLegacy, stale, alice); lerr == nil || lerr.Code != jsonrpc.CodeInvalidParams {
 		t.Errorf("stale cursor: %v", lerr)
 	}
@@ -336,4 +343,23 @@ func TestFoldedDuplicate(t *testing.T) {
 			t.Errorf("foldedDuplicate(%s) = %v", tc.in, got)
 		}
 	}
+}
+
+// useLedger gives g a ledger file of its own, closed when the test ends.
+func useLedger(t *testing.T, g *Gateway) {
+	t.Helper()
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "ledger.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	g.UseLedger(st)
+}
+
+// pinned is a gateway without servers that trusts descriptors on first
+// use, for tests of what lies past admission.
+func pinned(t *testing.T) *Gateway {
+	g := New(&config.Config{Admission: config.Admission{FirstUse: "pin"}}, nil)
+	useLedger(t, g)
+	return g
 }

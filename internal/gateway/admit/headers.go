@@ -51,6 +51,8 @@ type Mirror struct {
 type Problem struct {
 	Pointer string
 	Detail  string
+	// Sensitive marks a mirror of a sensitive name.
+	Sensitive bool
 }
 
 func (p *Problem) Error() string { return p.Pointer + ": " + p.Detail }
@@ -79,26 +81,26 @@ func Headers(input, output jsontext.Value, mode HeaderMode, sensitive []string) 
 		}
 		at := pointer + "/x-mcp-header"
 		if legal == nil {
-			found = &Problem{at, "x-mcp-header is only allowed on a property of the input schema (" + string(mode) + " mode)"}
+			found = &Problem{Pointer: at, Detail: "x-mcp-header is only allowed on a property of the input schema (" + string(mode) + " mode)"}
 			return
 		}
 		var name string
 		if raw.Kind() != '"' || jsonUnquote(raw, &name) != nil || name == "" || !tchar.MatchString(name) {
-			found = &Problem{at, "must be a non-empty header name token"}
+			found = &Problem{Pointer: at, Detail: "must be a non-empty header name token"}
 			return
 		}
 		if seen[strings.ToLower(name)] {
-			found = &Problem{at, fmt.Sprintf("header %s is mirrored twice (names compare without case)", strconv.Quote(name))}
+			found = &Problem{Pointer: at, Detail: fmt.Sprintf("header %s is mirrored twice (names compare without case)", strconv.Quote(name))}
 			return
 		}
 		seen[strings.ToLower(name)] = true
 		var typ string
 		if t, ok := schema["type"]; !ok || t.Kind() != '"' || jsonUnquote(t, &typ) != nil || (typ != "string" && typ != "integer" && typ != "boolean") {
-			found = &Problem{pointer, "a mirrored property must have type string, integer or boolean"}
+			found = &Problem{Pointer: pointer, Detail: "a mirrored property must have type string, integer or boolean"}
 			return
 		}
 		if s := sensitiveMatch(legal[len(legal)-1], name, sensitive); s != "" {
-			found = &Problem{at, fmt.Sprintf("mirrors a sensitive name (%s) into a header", s)}
+			found = &Problem{Pointer: at, Detail: fmt.Sprintf("mirrors a sensitive name (%s) into a header", s), Sensitive: true}
 			return
 		}
 		mirrors = append(mirrors, Mirror{Path: legal, Header: name, Type: typ})
@@ -130,7 +132,7 @@ func walk(v jsontext.Value, pointer string, path []string, mode HeaderMode, visi
 	case '[':
 		var items []jsontext.Value
 		if err := unmarshalRaw(v, &items); err != nil {
-			return &Problem{pointer, "not valid JSON"}
+			return &Problem{Pointer: pointer, Detail: "not valid JSON"}
 		}
 		for i, it := range items {
 			if p := walk(it, pointer+"/"+strconv.Itoa(i), nil, mode, visit); p != nil {
@@ -140,7 +142,7 @@ func walk(v jsontext.Value, pointer string, path []string, mode HeaderMode, visi
 	case '{':
 		var members map[string]jsontext.Value
 		if err := unmarshalRaw(v, &members); err != nil {
-			return &Problem{pointer, "not valid JSON"}
+			return &Problem{Pointer: pointer, Detail: "not valid JSON"}
 		}
 		var legal []string
 		if len(path) > 0 && (mode == HeaderSpec || len(path) == 1) {
@@ -157,7 +159,7 @@ func walk(v jsontext.Value, pointer string, path []string, mode HeaderMode, visi
 				if child.Kind() == '{' {
 					var props map[string]jsontext.Value
 					if err := unmarshalRaw(child, &props); err != nil {
-						return &Problem{pointer + "/properties", "not valid JSON"}
+						return &Problem{Pointer: pointer + "/properties", Detail: "not valid JSON"}
 					}
 					for _, name := range slices.Sorted(maps.Keys(props)) {
 						sub := props[name]

@@ -23,16 +23,24 @@ const (
 	Invalid         = "invalid"
 )
 
+// Kinds of event besides a call's decision (which has no kind).
+const (
+	KindAdmission = "admission" // a descriptor's verdict: admitted, held or rejected
+	KindApproval  = "approval"  // a reviewer approved or rejected a digest
+)
+
 // Event is one decision.
 type Event struct {
 	Time time.Time `json:"time"`
+	// Kind is "" for a call's decision, else one of the Kind* constants.
+	Kind string `json:"event,omitempty"`
 	// RequestID correlates the event with the log lines and the
 	// X-MCP-Gateway-Request-Id a downstream received.
-	RequestID string   `json:"request_id"`
+	RequestID string   `json:"request_id,omitempty"`
 	Subject   string   `json:"subject,omitempty"`
 	Issuer    string   `json:"issuer,omitempty"`
 	Roles     []string `json:"roles,omitempty"`
-	Method    string   `json:"method"`
+	Method    string   `json:"method,omitempty"`
 	// Tool is the qualified tool name of a tools/call, as the catalog
 	// knows it ("" when the call named no tool the catalog has).
 	Tool    string `json:"tool,omitempty"`
@@ -44,6 +52,26 @@ type Event struct {
 	Code int `json:"code,omitempty"`
 	// DownstreamMS is the downstream call's latency, for a forwarded call.
 	DownstreamMS *float64 `json:"downstream_ms,omitempty"`
+	// Headers are the Mcp-Param-* headers a call sent, by name, with how
+	// each value was encoded — never the value.
+	Headers []Header `json:"headers,omitempty"`
+
+	// Admission events: the server, the descriptor's digest, its status
+	// (admitted, pending_review, quarantined, rejected, removed) or
+	// rejection category, and the first-use mode or approval mode.
+	Server   string `json:"server,omitempty"`
+	Digest   string `json:"digest,omitempty"`
+	Status   string `json:"status,omitempty"`
+	Category string `json:"category,omitempty"`
+	Mode     string `json:"mode,omitempty"`
+}
+
+// Header is one mirrored header of a call: its name and the encoding
+// decision of decision 8 — "plain", "base64", or "omitted" (the argument
+// was absent or null).
+type Header struct {
+	Name     string `json:"name"`
+	Encoding string `json:"encoding"`
 }
 
 // Sink receives events. It is safe for concurrent use.

@@ -7,8 +7,9 @@
 // never decides anything. Each change publishes a new immutable
 // [Snapshot] with a higher revision; readers never lock.
 //
-// Admission is a seam: [Admitter] decides each well-formed descriptor.
-// Until the admission gate exists, [AdmitAll] admits them all.
+// Each descriptor is checked by package admit (structure, schemas, header
+// mirroring, digest, scanner); a [Judge] then decides, against the
+// ledger, whether it is offered or held.
 package catalog
 
 import (
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -23,7 +25,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/mcp-bastion/bastion/internal/tool"
+	"github.com/mcp-bastion/bastion/internal/gateway/admit"
 )
 
 // Tool is one admitted tool.
@@ -40,8 +42,17 @@ type Tool struct {
 	// (nil when absent).
 	InputSchema, OutputSchema, Annotations, Icons jsontext.Value
 	// Input is the compiled InputSchema, which every call's arguments
-	// must satisfy.
-	Input *jsonschema.Schema
+	// must satisfy; Output the compiled OutputSchema (nil without one),
+	// which every structuredContent must satisfy.
+	Input, Output *jsonschema.Schema
+	// Mirrors are the arguments the descriptor mirrors into headers.
+	Mirrors []admit.Mirror
+	// Digest pins the descriptor (decision 6); Canonical is its RFC
+	// 8785 form.
+	Digest    string
+	Canonical jsontext.Value
+	// Findings are the scanner's evidence on the descriptor.
+	Findings []admit.Finding
 }
 
 // Rejected is a descriptor that was not admitted.
@@ -53,40 +64,44 @@ type Rejected struct {
 	Name string `json:"name,omitempty"`
 	// Qualified is the name it would have had, when Name is set.
 	Qualified string `json:"qualified,omitempty"`
-	// Category is a stable identifier of the rule (see the Reject*
-	// constants).
+	// Category is a stable identifier of the rule (admit.Reject*).
 	Category string `json:"category"`
 	// Detail says which field broke the rule, never a value.
 	Detail string `json:"detail"`
+	// Raw is the descriptor as received, for the reviewer's evidence.
+	Raw jsontext.Value `json:"descriptor,omitempty"`
 }
 
-// Rejection categories.
-const (
-	RejectNotObject     = "not_an_object"
-	RejectName          = "invalid_name"
-	RejectDuplicateName = "duplicate_name"
-	RejectInputSchema   = "invalid_input_schema"
-	RejectAdmission     = "admission"
-)
-
-// Verdict is an Admitter's decision on one descriptor.
-type Verdict struct {
-	Admit bool
-	// Category and Detail explain a refusal.
-	Category, Detail string
+// Server is what discovery learned of a server besides its list.
+type Server struct {
+	Name     string
+	Identity admit.Identity
+	// Others are the other configured servers: a descriptor that names
+	// one of their tools is scanner evidence.
+	Others []string
 }
 
-// Admitter decides each well-formed descriptor of a server. It must be
-// pure: no I/O.
-type Admitter interface {
-	Admit(server string, t *Tool) Verdict
+// Judge decides the lifecycle of a server's well-formed, schema-checked
+// descriptors against what was pinned before (the ledger), and returns
+// the record of each, plus a record for every name that disappeared. An
+// error offers nothing of the server: a ledger that cannot be read or
+// written fails closed.
+type Judge interface {
+	Judge(srv Server, tools []*Tool) ([]admit.Record, error)
 }
 
-// AdmitAll admits every well-formed descriptor.
+// AdmitAll admits every well-formed descriptor without a ledger. It is
+// for tests of what lies around admission.
 type AdmitAll struct{}
 
-// Admit admits t.
-func (AdmitAll) Admit(string, *Tool) Verdict { return Verdict{Admit: true} }
+// Judge admits every tool.
+func (AdmitAll) Judge(_ Server, tools []*Tool) ([]admit.Record, error) {
+	out := make([]admit.Record, len(tools))
+	for i, t := range tools {
+		out[i] = admit.Record{Qualified: t.Qualified, Server: t.Server, Name: t.Name, Status: admit.Admitted, Digest: t.Digest}
+	}
+	return out, nil
+}
 
 // Snapshot is the catalog at one revision. It is immutable.
 type Snapshot struct {
@@ -96,7 +111,10 @@ type Snapshot struct {
 	Tools []*Tool
 	// Rejected are the descriptors refused, by server, then index.
 	Rejected []Rejected
-	byName   map[string]*Tool
+	// Held are the records of tools not offered — pending review,
+	// quarantined, rejected by a reviewer, removed — by qualified name.
+	Held   []admit.Record
+	byName map[string]*Tool
 }
 
 // Lookup returns the tool with qualified name q.
@@ -108,7 +126,8 @@ func (s *Snapshot) Lookup(q string) (*Tool, bool) {
 // Catalog is the mutable holder of snapshots. It is safe for concurrent
 // use.
 type Catalog struct {
-	admit Admitter
+	judge Judge
+	opts  admit.Options
 
 	mu      sync.Mutex
 	servers map[string]serverTools
@@ -120,11 +139,13 @@ type Catalog struct {
 type serverTools struct {
 	tools    []*Tool
 	rejected []Rejected
+	held     []admit.Record
 }
 
-// New returns an empty catalog that decides descriptors with admit.
-func New(admit Admitter) *Catalog {
-	c := &Catalog{admit: admit, servers: map[string]serverTools{}}
+// New returns an empty catalog that checks descriptors with opts and
+// decides their lifecycle with judge.
+func New(judge Judge, opts admit.Options) *Catalog {
+	c := &Catalog{judge: judge, opts: opts, servers: map[string]serverTools{}}
 	c.current.Store(&Snapshot{byName: map[string]*Tool{}})
 	return c
 }
@@ -149,15 +170,40 @@ func (c *Catalog) Unsubscribe(ch <-chan struct{}) {
 	c.subs = slices.DeleteFunc(c.subs, func(s chan struct{}) bool { return s == ch })
 }
 
-// Update replaces server's tools with what its complete list holds: each
-// descriptor judged on its own, so one bad descriptor never blocks the
-// valid ones beside it.
-func (c *Catalog) Update(server string, descriptors []jsontext.Value) {
-	st := c.judge(server, descriptors)
+// Update replaces the server's tools with what its complete list holds:
+// each descriptor checked on its own, so one bad descriptor never blocks
+// the valid ones beside it, then judged against the ledger. When the
+// judge fails, nothing of the server is offered and the error is
+// returned.
+func (c *Catalog) Update(srv Server, descriptors []jsontext.Value) error {
+	st := c.check(srv.Name, descriptors, srv.Others)
+	recs, err := c.judge.Judge(srv, st.tools)
+	if err != nil {
+		c.Remove(srv.Name)
+		return err
+	}
+	byName := make(map[string]admit.Record, len(recs))
+	for _, r := range recs {
+		byName[r.Qualified] = r
+	}
+	offered := st.tools[:0]
+	for _, t := range st.tools {
+		if r, ok := byName[t.Qualified]; ok && r.Status == admit.Admitted && r.Digest == t.Digest {
+			offered = append(offered, t)
+		}
+	}
+	st.tools = offered
+	for _, r := range recs {
+		if r.Status != admit.Admitted {
+			st.held = append(st.held, r)
+		}
+	}
+	slices.SortFunc(st.held, func(a, b admit.Record) int { return strings.Compare(a.Qualified, b.Qualified) })
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.servers[server] = st
+	c.servers[srv.Name] = st
 	c.publish()
+	return nil
 }
 
 // Remove exposes nothing of server: its list failed, or it is gone.
@@ -184,6 +230,7 @@ func (c *Catalog) publish() {
 		st := c.servers[name]
 		next.Tools = append(next.Tools, st.tools...)
 		next.Rejected = append(next.Rejected, st.rejected...)
+		next.Held = append(next.Held, st.held...)
 	}
 	slices.SortFunc(next.Tools, func(a, b *Tool) int {
 		switch {
@@ -228,25 +275,17 @@ var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 // MaxQualified is the longest qualified name.
 const MaxQualified = 128
 
-type descriptor struct {
-	Name         *string        `json:"name"`
-	Title        jsontext.Value `json:"title"`
-	Description  jsontext.Value `json:"description"`
-	InputSchema  jsontext.Value `json:"inputSchema"`
-	OutputSchema jsontext.Value `json:"outputSchema"`
-	Annotations  jsontext.Value `json:"annotations"`
-	Icons        jsontext.Value `json:"icons"`
-}
-
-// judge decides every descriptor of one server's list.
-func (c *Catalog) judge(server string, descriptors []jsontext.Value) serverTools {
+// check parses and checks every descriptor of one server's list; the
+// tools it returns are well formed, with compiled schemas, a digest and
+// the scanner's findings.
+func (c *Catalog) check(server string, descriptors []jsontext.Value, others []string) serverTools {
 	var (
 		st     serverTools
 		parsed = make([]*Tool, len(descriptors))
 		counts = map[string]int{}
 	)
 	reject := func(i int, name, category, detail string) {
-		r := Rejected{Server: server, Index: i, Category: category, Detail: detail}
+		r := Rejected{Server: server, Index: i, Category: category, Detail: detail, Raw: descriptors[i]}
 		if name != "" {
 			r.Name, r.Qualified = name, server+"."+name
 		}
@@ -254,21 +293,35 @@ func (c *Catalog) judge(server string, descriptors []jsontext.Value) serverTools
 	}
 	for i, raw := range descriptors {
 		if raw.Kind() != '{' {
-			reject(i, "", RejectNotObject, "the descriptor is not a JSON object")
+			reject(i, "", admit.RejectNotObject, "the descriptor is not a JSON object")
 			continue
 		}
-		var d descriptor
-		if err := json.Unmarshal(raw, &d); err != nil || d.Name == nil {
-			reject(i, "", RejectName, "name is missing or not a string")
+		var d struct {
+			Name         jsontext.Value `json:"name"`
+			Title        jsontext.Value `json:"title"`
+			Description  jsontext.Value `json:"description"`
+			InputSchema  jsontext.Value `json:"inputSchema"`
+			OutputSchema jsontext.Value `json:"outputSchema"`
+			Annotations  jsontext.Value `json:"annotations"`
+			Icons        jsontext.Value `json:"icons"`
+		}
+		if err := json.Unmarshal(raw, &d); err != nil {
+			// Strict: two readers of a descriptor with a repeated
+			// member name could see different members.
+			reject(i, "", admit.RejectMalformed, "the descriptor is not valid strict JSON (a repeated member name, or invalid UTF-8)")
 			continue
 		}
-		name := *d.Name
+		name, ok := jsonString(d.Name)
+		if !ok {
+			reject(i, "", admit.RejectName, "name is missing or not a string")
+			continue
+		}
 		if !toolName.MatchString(name) {
-			reject(i, "", RejectName, "name is not 1-128 characters of A-Z, a-z, 0-9, _, - and .")
+			reject(i, "", admit.RejectName, "name is not 1-128 characters of A-Z, a-z, 0-9, _, - and .")
 			continue
 		}
 		if len(server)+1+len(name) > MaxQualified {
-			reject(i, name, RejectName, fmt.Sprintf("the qualified name is longer than %d characters", MaxQualified))
+			reject(i, name, admit.RejectName, fmt.Sprintf("the qualified name is longer than %d characters", MaxQualified))
 			continue
 		}
 		counts[name]++
@@ -276,16 +329,19 @@ func (c *Catalog) judge(server string, descriptors []jsontext.Value) serverTools
 			InputSchema: d.InputSchema, OutputSchema: d.OutputSchema, Annotations: d.Annotations, Icons: d.Icons}
 		t.Title, _ = jsonString(d.Title)
 		t.Description, _ = jsonString(d.Description)
-		if detail := checkInputSchema(d.InputSchema); detail != "" {
-			reject(i, name, RejectInputSchema, detail)
+		schemas, rej := admit.CheckSchemas(t.Qualified, d.InputSchema, d.OutputSchema, c.opts)
+		if rej != nil {
+			reject(i, name, rej.Category, rej.Detail)
 			continue
 		}
-		s, err := tool.CompileSchema(t.Qualified+"/input", d.InputSchema)
+		t.Input, t.Output, t.Mirrors = schemas.Input, schemas.Output, schemas.Mirrors
+		digest, canon, err := admit.Digest(raw)
 		if err != nil {
-			reject(i, name, RejectInputSchema, "inputSchema does not compile as JSON Schema 2020-12 without remote references")
+			reject(i, name, admit.RejectDigest, "the descriptor has no RFC 8785 canonical form")
 			continue
 		}
-		t.Input = s
+		t.Digest, t.Canonical = digest, canon
+		t.Findings = admit.Scan(raw, others)
 		parsed[i] = t
 	}
 	for i, t := range parsed {
@@ -294,15 +350,7 @@ func (c *Catalog) judge(server string, descriptors []jsontext.Value) serverTools
 		}
 		if counts[t.Name] > 1 {
 			// None of the copies wins: which one would is discovery order.
-			reject(i, t.Name, RejectDuplicateName, fmt.Sprintf("%d descriptors of this server share the name", counts[t.Name]))
-			continue
-		}
-		if v := c.admit.Admit(server, t); !v.Admit {
-			cat := v.Category
-			if cat == "" {
-				cat = RejectAdmission
-			}
-			reject(i, t.Name, cat, v.Detail)
+			reject(i, t.Name, admit.RejectDuplicateName, fmt.Sprintf("%d descriptors of this server share the name", counts[t.Name]))
 			continue
 		}
 		st.tools = append(st.tools, t)
@@ -311,30 +359,8 @@ func (c *Catalog) judge(server string, descriptors []jsontext.Value) serverTools
 	return st
 }
 
-// checkInputSchema requires an object schema: a JSON object whose root
-// "type" is "object". Missing, null, an array, a string, {} and untyped
-// schemas would accept anything.
-func checkInputSchema(s jsontext.Value) string {
-	if len(s) == 0 {
-		return "inputSchema is missing"
-	}
-	if s.Kind() != '{' {
-		return "inputSchema is not a JSON object"
-	}
-	var root struct {
-		Type jsontext.Value `json:"type"`
-	}
-	if err := json.Unmarshal(s, &root); err != nil {
-		return "inputSchema is not a JSON object"
-	}
-	if !bytes.Equal(bytes.TrimSpace(root.Type), []byte(`"object"`)) {
-		return `inputSchema has no "type": "object" at its root`
-	}
-	return ""
-}
-
 func jsonString(v jsontext.Value) (string, bool) {
-	if len(v) == 0 {
+	if len(v) == 0 || v.Kind() != '"' {
 		return "", false
 	}
 	var s string

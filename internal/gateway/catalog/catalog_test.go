@@ -1,10 +1,13 @@
 package catalog
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/admit"
 )
 
 func raws(ss ...string) []jsontext.Value {
@@ -32,9 +35,9 @@ func names(s *Snapshot) string {
 // in; names with dots stay the downstream's own.
 func TestQualifiedNamesAndCollisions(t *testing.T) {
 	for _, order := range [][]string{{"b", "a"}, {"a", "b"}} {
-		c := New(AdmitAll{})
+		c := New(AdmitAll{}, admit.Options{})
 		for _, srv := range order {
-			c.Update(srv, raws(desc("search"), desc("x.y")))
+			c.Update(Server{Name: srv}, raws(desc("search"), desc("x.y")))
 		}
 		s := c.Snapshot()
 		if got := names(s); got != "a.search,a.x.y,b.search,b.x.y" {
@@ -50,8 +53,8 @@ func TestQualifiedNamesAndCollisions(t *testing.T) {
 // TestRejectedOneByOne: each bad descriptor is rejected on its own, with
 // a stable category, and the valid ones beside it are admitted.
 func TestRejectedOneByOne(t *testing.T) {
-	c := New(AdmitAll{})
-	c.Update("srv", raws(
+	c := New(AdmitAll{}, admit.Options{})
+	c.Update(Server{Name: "srv"}, raws(
 		desc("good"),
 		`[1]`,
 		`{"inputSchema":{"type":"object"}}`,
@@ -73,9 +76,9 @@ func TestRejectedOneByOne(t *testing.T) {
 		t.Errorf("admitted %s", got)
 	}
 	want := map[int]string{
-		1: RejectNotObject, 2: RejectName, 3: RejectName, 4: RejectName, 5: RejectDuplicateName, 6: RejectDuplicateName,
-		7: RejectInputSchema, 8: RejectInputSchema, 9: RejectInputSchema, 10: RejectInputSchema, 11: RejectInputSchema,
-		12: RejectInputSchema, 13: RejectInputSchema, 14: RejectInputSchema,
+		1: admit.RejectNotObject, 2: admit.RejectName, 3: admit.RejectName, 4: admit.RejectName, 5: admit.RejectDuplicateName, 6: admit.RejectDuplicateName,
+		7: admit.RejectInputSchema, 8: admit.RejectInputSchema, 9: admit.RejectInputSchema, 10: admit.RejectInputSchema, 11: admit.RejectInputSchema,
+		12: admit.RejectInputSchema, 13: admit.RejectInputSchema, 14: admit.RejectInputSchema,
 	}
 	if len(s.Rejected) != len(want) {
 		t.Fatalf("%d rejected: %+v", len(s.Rejected), s.Rejected)
@@ -90,10 +93,10 @@ func TestRejectedOneByOne(t *testing.T) {
 // TestRemoveAndRevision: a server whose list failed exposes nothing; every
 // change raises the revision and notifies subscribers without blocking.
 func TestRemoveAndRevision(t *testing.T) {
-	c := New(AdmitAll{})
+	c := New(AdmitAll{}, admit.Options{})
 	ch := c.Changed()
-	c.Update("a", raws(desc("t")))
-	c.Update("b", raws(desc("t")))
+	c.Update(Server{Name: "a"}, raws(desc("t")))
+	c.Update(Server{Name: "b"}, raws(desc("t")))
 	r := c.Snapshot().Revision
 	c.Remove("a")
 	s := c.Snapshot()
@@ -113,25 +116,91 @@ func TestRemoveAndRevision(t *testing.T) {
 	c.Unsubscribe(ch)
 }
 
-type refuseAll struct{}
+type holdAll struct{}
 
-func (refuseAll) Admit(string, *Tool) Verdict {
-	return Verdict{Category: "held", Detail: "waits for review"}
+func (holdAll) Judge(_ Server, tools []*Tool) ([]admit.Record, error) {
+	out := make([]admit.Record, len(tools))
+	for i, t := range tools {
+		out[i] = admit.Record{Qualified: t.Qualified, Status: admit.Pending, Reason: admit.ReasonFirstUse}
+	}
+	return out, nil
 }
 
-func TestAdmitterSeam(t *testing.T) {
-	c := New(refuseAll{})
-	c.Update("a", raws(desc("t")))
+type failJudge struct{}
+
+func (failJudge) Judge(Server, []*Tool) ([]admit.Record, error) {
+	return nil, errors.New("ledger down")
+}
+
+// TestJudgeHolds: a tool the judge does not admit is held, not offered;
+// a judge that fails offers nothing of the server.
+func TestJudgeHolds(t *testing.T) {
+	c := New(holdAll{}, admit.Options{})
+	if err := c.Update(Server{Name: "a"}, raws(desc("t"))); err != nil {
+		t.Fatal(err)
+	}
 	s := c.Snapshot()
-	if len(s.Tools) != 0 || len(s.Rejected) != 1 || s.Rejected[0].Category != "held" {
+	if len(s.Tools) != 0 || len(s.Held) != 1 || s.Held[0].Status != admit.Pending {
 		t.Fatalf("%+v", s)
+	}
+	c = New(AdmitAll{}, admit.Options{})
+	_ = c.Update(Server{Name: "a"}, raws(desc("t")))
+	c.judge = failJudge{}
+	if err := c.Update(Server{Name: "a"}, raws(desc("t"))); err == nil || len(c.Snapshot().Tools) != 0 {
+		t.Fatalf("a failing judge: %v, %s", err, names(c.Snapshot()))
+	}
+}
+
+// TestSchemaRejections: the admission checks beyond structure reject one
+// descriptor each and admit the rest.
+func TestSchemaRejections(t *testing.T) {
+	c := New(AdmitAll{}, admit.Options{})
+	_ = c.Update(Server{Name: "s"}, raws(
+		desc("good"),
+		`{"name":"dup","name":"dup","inputSchema":{"type":"object"}}`,
+		`{"name":"nested","inputSchema":{"type":"object","properties":{"o":{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"R"}}}}}}`,
+		`{"name":"secret","inputSchema":{"type":"object","properties":{"api_key":{"type":"string","x-mcp-header":"K"}}}}`,
+		`{"name":"out","inputSchema":{"type":"object"},"outputSchema":"object"}`,
+		`{"name":"outref","inputSchema":{"type":"object"},"outputSchema":{"$ref":"file:///etc/passwd"}}`,
+		`{"name":"outhdr","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"R"}}}}`,
+		`{"name":"withoutput","inputSchema":{"type":"object"},"outputSchema":{"type":"array"}}`,
+	))
+	s := c.Snapshot()
+	if got := names(s); got != "s.good,s.withoutput" {
+		t.Errorf("admitted %s", got)
+	}
+	want := map[int]string{1: admit.RejectMalformed, 2: admit.RejectHeaderMirroring, 3: admit.RejectSensitiveHeader,
+		4: admit.RejectOutputSchema, 5: admit.RejectOutputSchema, 6: admit.RejectHeaderMirroring}
+	if len(s.Rejected) != len(want) {
+		t.Fatalf("%d rejected: %+v", len(s.Rejected), s.Rejected)
+	}
+	for _, r := range s.Rejected {
+		if want[r.Index] != r.Category || len(r.Raw) == 0 {
+			t.Errorf("descriptor %d: %s (%s), want %s", r.Index, r.Category, r.Detail, want[r.Index])
+		}
+	}
+	if tl, _ := s.Lookup("s.withoutput"); tl.Output == nil || len(tl.Digest) != 64 {
+		t.Errorf("withoutput: %+v", tl)
+	}
+}
+
+// TestSameNameTwoServers: two servers that both expose search become two
+// qualified names and two digests.
+func TestSameNameTwoServers(t *testing.T) {
+	c := New(AdmitAll{}, admit.Options{})
+	_ = c.Update(Server{Name: "a"}, raws(`{"name":"search","description":"a","inputSchema":{"type":"object"}}`))
+	_ = c.Update(Server{Name: "b"}, raws(`{"name":"search","description":"b","inputSchema":{"type":"object"}}`))
+	a, _ := c.Snapshot().Lookup("a.search")
+	b, _ := c.Snapshot().Lookup("b.search")
+	if a == nil || b == nil || a.Digest == b.Digest {
+		t.Fatalf("a %+v b %+v", a, b)
 	}
 }
 
 func TestRawKept(t *testing.T) {
-	c := New(AdmitAll{})
+	c := New(AdmitAll{}, admit.Options{})
 	in := `{"name":"t","inputSchema":{"type":"object"},"x-unknown":{"kept":true},"annotations":{"readOnlyHint":true}}`
-	c.Update("a", raws(in))
+	c.Update(Server{Name: "a"}, raws(in))
 	tl, _ := c.Snapshot().Lookup("a.t")
 	if string(tl.Raw) != in || string(tl.Annotations) != `{"readOnlyHint":true}` || tl.Input == nil {
 		t.Fatalf("%+v", tl)

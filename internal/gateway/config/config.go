@@ -59,6 +59,11 @@ type Config struct {
 	Policy Policy `yaml:"policy"`
 	// Audit is where decisions are recorded.
 	Audit Audit `yaml:"audit"`
+	// StateDir holds the ledger, the evidence and the review socket;
+	// relative paths are the working directory's. Default "state".
+	StateDir string `yaml:"state_dir"`
+	// Admission configures the admission gate.
+	Admission Admission `yaml:"admission"`
 }
 
 // FilterToolsList reports whether each caller lists only what it may call.
@@ -91,6 +96,9 @@ type Server struct {
 	InsecureHTTP bool `yaml:"insecure_http"`
 	// Timeout bounds one call to this server; default Limits.Call.
 	Timeout Duration `yaml:"timeout"`
+	// Publisher is the server's expected publisher namespace, pinned
+	// with its live identity: a change quarantines its tools.
+	Publisher string `yaml:"publisher"`
 }
 
 // Stdio reports whether s is a child process.
@@ -399,6 +407,7 @@ func (c *Config) defaults() {
 			j.JWKSMinRefresh = Duration(30 * time.Second)
 		}
 	}
+	c.admissionDefaults()
 	for i := range c.Servers {
 		if c.Servers[i].Timeout == 0 {
 			c.Servers[i].Timeout = c.Limits.Call
@@ -439,6 +448,7 @@ func (v *validator) check(c *Config) {
 	}
 	v.auth(c)
 	v.policy(c)
+	v.admission(c)
 	if len(c.Servers) == 0 {
 		v.fail("servers", "at least one server is required")
 	}

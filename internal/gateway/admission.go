@@ -1,0 +1,144 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/admit"
+	"github.com/mcp-bastion/bastion/internal/gateway/audit"
+	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
+	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
+)
+
+// errNoLedger fails every server closed when the gateway was started
+// without a ledger.
+var errNoLedger = errors.New("gateway: no ledger")
+
+// gate is the catalog's Judge: the lifecycle of package admit over the
+// ledger, one transaction per server and discovery, with an audit event
+// for every verdict that changed.
+type gate struct {
+	g *Gateway
+}
+
+func (a gate) Judge(srv catalog.Server, tools []*catalog.Tool) ([]admit.Record, error) {
+	g := a.g
+	if g.ledger == nil {
+		return nil, errNoLedger
+	}
+	mode := admit.FirstUse(g.cfg.Admission.FirstUse)
+	var out []admit.Record
+	var events []audit.Event
+	err := g.ledger.Transact(g.ctx, srv.Name, func(prev map[string]admit.Record) ([]admit.Record, error) {
+		out, events = out[:0], events[:0]
+		now := g.now().UTC()
+		seen := make(map[string]bool, len(tools))
+		var changed []admit.Record
+		for _, t := range tools {
+			seen[t.Qualified] = true
+			var p *admit.Record
+			if r, ok := prev[t.Qualified]; ok {
+				p = &r
+			}
+			c := admit.Candidate{Digest: t.Digest, Descriptor: t.Canonical, Identity: srv.Identity, Findings: t.Findings, Seen: now}
+			r := admit.Observe(p, t.Qualified, srv.Name, t.Name, c, mode, now)
+			out = append(out, r)
+			if p == nil || verdictChanged(*p, r) {
+				changed = append(changed, r)
+				events = append(events, admissionEvent(r, t.Digest, string(mode)))
+			}
+		}
+		for q, r := range prev {
+			if seen[q] || r.Status == admit.Removed {
+				continue
+			}
+			r = admit.Remove(r, now)
+			out = append(out, r)
+			changed = append(changed, r)
+			events = append(events, admissionEvent(r, r.Digest, string(mode)))
+		}
+		return changed, nil
+	})
+	if err != nil {
+		g.log.Error("the ledger could not be updated; none of the server's tools is offered",
+			slog.String("server", srv.Name), slog.String("error", err.Error()))
+		return nil, err
+	}
+	for _, e := range events {
+		g.audit.Record(e)
+	}
+	return out, nil
+}
+
+// verdictChanged reports whether a record changed in what it decides —
+// not merely in when it was last seen.
+func verdictChanged(a, b admit.Record) bool {
+	pending := func(r admit.Record) string {
+		if r.Pending == nil {
+			return ""
+		}
+		return r.Pending.Digest
+	}
+	return a.Status != b.Status || a.Reason != b.Reason || a.Digest != b.Digest || pending(a) != pending(b)
+}
+
+func admissionEvent(r admit.Record, digest, mode string) audit.Event {
+	e := audit.Event{Kind: audit.KindAdmission, Tool: r.Qualified, Server: r.Server, Digest: digest,
+		Status: string(r.Status), Reason: r.Reason, Mode: mode}
+	if r.Status == admit.Admitted && r.Approval != nil {
+		e.Mode = r.Approval.Mode
+	}
+	return e
+}
+
+// UseLedger keeps the admission gate's pins in s; call it before Start.
+// Without a ledger every server fails closed.
+func (g *Gateway) UseLedger(s ledger.Store) { g.ledger = s }
+
+// Ledger returns the ledger (nil for none).
+func (g *Gateway) Ledger() ledger.Store { return g.ledger }
+
+// Approve pins the digest waiting under a qualified name and re-admits
+// its server; Reject refuses it. Both are the running gateway's side of
+// `bastion admit review` (decision 15).
+func (g *Gateway) Approve(ctx context.Context, qualified, digest, by string) error {
+	return g.review(ctx, qualified, by, func(r admit.Record) (admit.Record, error) {
+		return admit.Approve(r, digest, by, g.now().UTC())
+	})
+}
+
+// Reject refuses what waits for review under a qualified name.
+func (g *Gateway) Reject(ctx context.Context, qualified, by string) error {
+	return g.review(ctx, qualified, by, func(r admit.Record) (admit.Record, error) {
+		return admit.Reject(r, g.now().UTC())
+	})
+}
+
+func (g *Gateway) review(ctx context.Context, qualified, by string, fn func(admit.Record) (admit.Record, error)) error {
+	if g.ledger == nil {
+		return errNoLedger
+	}
+	var after admit.Record
+	err := g.ledger.Update(ctx, qualified, func(r *admit.Record) error {
+		next, err := fn(*r)
+		if err != nil {
+			return err
+		}
+		*r, after = next, next
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	g.audit.Record(audit.Event{Kind: audit.KindApproval, Tool: qualified, Server: after.Server, Subject: by,
+		Digest: after.Digest, Status: string(after.Status), Reason: after.Reason, Mode: "review"})
+	if d, ok := g.servers[after.Server]; ok {
+		d.discover()
+	}
+	return nil
+}
+
+// defaultNow is the gateway's clock; tests replace g.now.
+func defaultNow() time.Time { return time.Now() }

@@ -1,0 +1,188 @@
+package admit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/gowebpki/jcs"
+)
+
+// Digest is the pin of a descriptor (decision 6): the SHA-256, in hex, of
+// the RFC 8785 canonical form of the whole tool object as received —
+// unknown members included — and that canonical form.
+func Digest(raw jsontext.Value) (string, jsontext.Value, error) {
+	canon, err := jcs.Transform(raw)
+	if err != nil {
+		return "", nil, fmt.Errorf("admit: canonical form: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), canon, nil
+}
+
+// Status is where a tool stands in the ledger. Only an admitted tool is
+// listed or callable.
+type Status string
+
+// Statuses.
+const (
+	Admitted    Status = "admitted"
+	Pending     Status = "pending_review"
+	Quarantined Status = "quarantined"
+	Rejected    Status = "rejected"
+	Removed     Status = "removed"
+)
+
+// Reasons a tool is held.
+const (
+	ReasonFirstUse        = "first_use"        // never approved; first_use is review
+	ReasonScannerFindings = "scanner_findings" // never approved; the scanner found something
+	ReasonDigestChanged   = "digest_changed"   // a rug pull: the descriptor changed after approval
+	ReasonIdentityChanged = "identity_changed" // the server's publisher or live identity changed
+	ReasonReviewer        = "rejected_by_reviewer"
+)
+
+// FirstUse says what becomes of a descriptor never seen before.
+type FirstUse string
+
+// First-use modes.
+const (
+	// FirstUseReview holds every new descriptor for review (the default).
+	FirstUseReview FirstUse = "review"
+	// FirstUsePin trusts a new descriptor on first use, unless the
+	// scanner found something in it.
+	FirstUsePin FirstUse = "pin"
+)
+
+// Identity is what a server is pinned to: the publisher namespace the
+// configuration vouches for and the live identity it reports.
+type Identity struct {
+	Publisher string `json:"publisher,omitempty"`
+	Name      string `json:"name"`
+	Version   string `json:"version"`
+}
+
+// Approval is who let a digest in, when and how.
+type Approval struct {
+	By   string    `json:"by"`
+	At   time.Time `json:"at"`
+	Mode string    `json:"mode"` // "review" or "pin"
+}
+
+// Candidate is a descriptor as a discovery saw it.
+type Candidate struct {
+	Digest     string         `json:"digest"`
+	Descriptor jsontext.Value `json:"descriptor"` // canonical form
+	Identity   Identity       `json:"identity"`
+	Findings   []Finding      `json:"findings,omitempty"`
+	Seen       time.Time      `json:"seen"`
+}
+
+// Record is one qualified name's entry in the ledger.
+type Record struct {
+	Qualified string `json:"qualified"`
+	Server    string `json:"server"`
+	Name      string `json:"name"`
+	Status    Status `json:"status"`
+	Reason    string `json:"reason,omitempty"`
+	// Digest, Descriptor and Identity are what was approved (empty
+	// before any approval); calls are checked against Descriptor.
+	Digest     string         `json:"digest,omitempty"`
+	Descriptor jsontext.Value `json:"descriptor,omitempty"`
+	Identity   *Identity      `json:"identity,omitempty"`
+	Approval   *Approval      `json:"approval,omitempty"`
+	// Pending is what waits for review, or what was rejected.
+	Pending *Candidate `json:"pending,omitempty"`
+	Updated time.Time  `json:"updated"`
+}
+
+// Observe is the lifecycle of decisions 6 and 7: what the record of a
+// qualified name becomes when discovery finds c under it. prev is nil for
+// a name never seen.
+//
+//   - Never approved: pin mode admits a descriptor the scanner is silent
+//     on; anything else waits for review.
+//   - Approved: the same digest under the same identity is admitted
+//     (also after a quarantine, when the server went back to what was
+//     approved); a different identity, or a different digest, is
+//     quarantined until a reviewer approves what is served now.
+//   - Rejected: the rejected digest stays rejected; another waits for
+//     review.
+func Observe(prev *Record, qualified, server, name string, c Candidate, mode FirstUse, now time.Time) Record {
+	r := Record{Qualified: qualified, Server: server, Name: name, Updated: now}
+	if prev != nil {
+		r = *prev
+		r.Updated = now
+	}
+	hold := func(s Status, reason string) Record {
+		r.Status, r.Reason, r.Pending = s, reason, &c
+		return r
+	}
+	if prev != nil && prev.Status == Rejected && prev.Pending != nil && prev.Pending.Digest == c.Digest && prev.Pending.Identity == c.Identity {
+		return hold(Rejected, ReasonReviewer)
+	}
+	if r.Approval == nil {
+		switch {
+		case len(c.Findings) > 0:
+			return hold(Pending, ReasonScannerFindings)
+		case mode == FirstUsePin:
+			id := c.Identity
+			r.Status, r.Reason, r.Pending = Admitted, "", nil
+			r.Digest, r.Descriptor, r.Identity = c.Digest, c.Descriptor, &id
+			r.Approval = &Approval{By: "first-use", At: now, Mode: string(FirstUsePin)}
+			return r
+		}
+		return hold(Pending, ReasonFirstUse)
+	}
+	switch {
+	case r.Identity == nil || *r.Identity != c.Identity:
+		return hold(Quarantined, ReasonIdentityChanged)
+	case c.Digest != r.Digest:
+		return hold(Quarantined, ReasonDigestChanged)
+	}
+	r.Status, r.Reason, r.Pending = Admitted, "", nil
+	return r
+}
+
+// Remove records that discovery no longer found the name. The approval
+// is kept: the same descriptor coming back is admitted again.
+func Remove(prev Record, now time.Time) Record {
+	prev.Status, prev.Reason, prev.Pending, prev.Updated = Removed, "", nil, now
+	return prev
+}
+
+// Errors of review.
+var (
+	ErrNothingPending = errors.New("admit: nothing of this name waits for review")
+	ErrDigestMismatch = errors.New("admit: the digest is not the one waiting for review")
+)
+
+// Approve pins what waits for review, when digest names it: what the
+// reviewer read is what gets pinned.
+func Approve(prev Record, digest, by string, now time.Time) (Record, error) {
+	if prev.Pending == nil || (prev.Status != Pending && prev.Status != Quarantined && prev.Status != Rejected) {
+		return prev, ErrNothingPending
+	}
+	if prev.Pending.Digest != digest {
+		return prev, ErrDigestMismatch
+	}
+	c := prev.Pending
+	id := c.Identity
+	prev.Digest, prev.Descriptor, prev.Identity = c.Digest, c.Descriptor, &id
+	prev.Approval = &Approval{By: by, At: now, Mode: "review"}
+	prev.Status, prev.Reason, prev.Pending, prev.Updated = Admitted, "", nil, now
+	return prev, nil
+}
+
+// Reject refuses what waits for review; it stays refused until the
+// server serves something else under the name.
+func Reject(prev Record, now time.Time) (Record, error) {
+	if prev.Pending == nil || (prev.Status != Pending && prev.Status != Quarantined) {
+		return prev, ErrNothingPending
+	}
+	prev.Status, prev.Reason, prev.Updated = Rejected, ReasonReviewer, now
+	return prev, nil
+}

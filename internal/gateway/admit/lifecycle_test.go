@@ -1,0 +1,116 @@
+package admit
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+
+func cand(digest string, id Identity, findings ...Finding) Candidate {
+	return Candidate{Digest: digest, Descriptor: []byte(`{}`), Identity: id, Findings: findings, Seen: t0}
+}
+
+// TestObserve is the lifecycle table: first use in both modes, rug pulls,
+// identity changes, a revert to what was approved, and rejection.
+func TestObserve(t *testing.T) {
+	v1 := Identity{Publisher: "io.github.acme/x", Name: "x", Version: "1"}
+	v2 := Identity{Publisher: "io.github.acme/x", Name: "x", Version: "2"}
+	hit := Finding{Category: ScanConcealment, Pointer: "/description"}
+	approved := Record{Qualified: "s.t", Server: "s", Name: "t", Status: Admitted, Digest: "d1", Identity: &v1,
+		Approval: &Approval{By: "alice", At: t0, Mode: "review"}}
+	quarantined := approved
+	quarantined.Status, quarantined.Reason, quarantined.Pending = Quarantined, ReasonDigestChanged, &Candidate{Digest: "d2", Identity: v1}
+	rejected := Record{Qualified: "s.t", Status: Rejected, Reason: ReasonReviewer, Pending: &Candidate{Digest: "d9", Identity: v1}}
+	for _, tc := range []struct {
+		name   string
+		prev   *Record
+		c      Candidate
+		mode   FirstUse
+		status Status
+		reason string
+	}{
+		{"first use, review", nil, cand("d1", v1), FirstUseReview, Pending, ReasonFirstUse},
+		{"first use, pin", nil, cand("d1", v1), FirstUsePin, Admitted, ""},
+		{"first use, pin, with findings", nil, cand("d1", v1, hit), FirstUsePin, Pending, ReasonScannerFindings},
+		{"unchanged", &approved, cand("d1", v1), FirstUseReview, Admitted, ""},
+		{"unchanged, findings do not matter once approved", &approved, cand("d1", v1, hit), FirstUseReview, Admitted, ""},
+		{"digest changed", &approved, cand("d2", v1), FirstUsePin, Quarantined, ReasonDigestChanged},
+		{"identity changed, digest unchanged", &approved, cand("d1", v2), FirstUsePin, Quarantined, ReasonIdentityChanged},
+		{"publisher changed", &approved, cand("d1", Identity{Publisher: "io.github.evil/x", Name: "x", Version: "1"}), FirstUsePin, Quarantined, ReasonIdentityChanged},
+		{"reverted to the approved digest", &quarantined, cand("d1", v1), FirstUseReview, Admitted, ""},
+		{"still changed", &quarantined, cand("d3", v1), FirstUseReview, Quarantined, ReasonDigestChanged},
+		{"rejected digest stays rejected", &rejected, cand("d9", v1), FirstUsePin, Rejected, ReasonReviewer},
+		{"a new digest after a rejection is judged anew", &rejected, cand("d10", v1), FirstUsePin, Admitted, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Observe(tc.prev, "s.t", "s", "t", tc.c, tc.mode, t0)
+			if r.Status != tc.status || r.Reason != tc.reason {
+				t.Fatalf("%s (%s), want %s (%s)", r.Status, r.Reason, tc.status, tc.reason)
+			}
+			if r.Status == Admitted && r.Digest != tc.c.Digest {
+				t.Errorf("admitted with digest %q, serving %q", r.Digest, tc.c.Digest)
+			}
+			if r.Status != Admitted && (r.Pending == nil || r.Pending.Digest != tc.c.Digest) {
+				t.Errorf("held without the candidate: %+v", r.Pending)
+			}
+		})
+	}
+}
+
+// TestReview: approval names the digest that was read; rejection holds.
+func TestReview(t *testing.T) {
+	id := Identity{Name: "x", Version: "1"}
+	r := Observe(nil, "s.t", "s", "t", cand("d1", id), FirstUseReview, t0)
+	if _, err := Approve(r, "d0", "alice", t0); !errors.Is(err, ErrDigestMismatch) {
+		t.Fatalf("approve of another digest: %v", err)
+	}
+	a, err := Approve(r, "d1", "alice", t0)
+	if err != nil || a.Status != Admitted || a.Digest != "d1" || a.Approval.By != "alice" || a.Pending != nil {
+		t.Fatalf("approve: %v %+v", err, a)
+	}
+	if _, err := Approve(a, "d1", "alice", t0); !errors.Is(err, ErrNothingPending) {
+		t.Errorf("approving an admitted tool: %v", err)
+	}
+	q := Observe(&a, "s.t", "s", "t", cand("d2", id), FirstUseReview, t0)
+	rj, err := Reject(q, t0)
+	if err != nil || rj.Status != Rejected {
+		t.Fatalf("reject: %v %+v", err, rj)
+	}
+	// What was approved stays pinned under a rejection: the server
+	// going back to it is admitted again.
+	if back := Observe(&rj, "s.t", "s", "t", cand("d1", id), FirstUseReview, t0); back.Status != Admitted {
+		t.Errorf("back to the approved digest: %s", back.Status)
+	}
+	gone := Remove(a, t0)
+	if gone.Status != Removed {
+		t.Fatal(gone.Status)
+	}
+	if again := Observe(&gone, "s.t", "s", "t", cand("d1", id), FirstUseReview, t0); again.Status != Admitted {
+		t.Errorf("a removed tool back unchanged: %s", again.Status)
+	}
+}
+
+// TestDigestWholeDescriptor: the digest covers every member, unknown ones
+// too, and not the bytes' layout.
+func TestDigestWholeDescriptor(t *testing.T) {
+	base, _, err := Digest([]byte(`{"name":"t","description":"d","inputSchema":{"type":"object"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, _, _ := Digest([]byte(` { "inputSchema" : {"type":"object"}, "description":"d", "name":"t" }`))
+	if same != base {
+		t.Error("member order or whitespace changed the digest")
+	}
+	for _, changed := range []string{
+		`{"name":"t","description":"d","inputSchema":{"type":"object","properties":{"x":{"type":"string"}}}}`,
+		`{"name":"t","description":"d","inputSchema":{"type":"object"},"x-unknown":1}`,
+		`{"name":"t","description":"d","inputSchema":{"type":"object"},"_meta":{"a":1}}`,
+		`{"name":"t","description":"d","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`,
+	} {
+		if d, _, _ := Digest([]byte(changed)); d == base {
+			t.Errorf("%s: same digest", changed)
+		}
+	}
+}

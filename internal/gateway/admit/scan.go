@@ -1,0 +1,238 @@
+package admit
+
+import (
+	"bytes"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Finding is one hit of the scanner: evidence for a reviewer, never a
+// verdict on its own (decision 7). Text that merely mentions a password
+// or says "important" is not a finding; text that tells the model to read
+// one, or to hide what it does from the user, is.
+type Finding struct {
+	// Category is a stable identifier (see the Scan* constants).
+	Category string `json:"category"`
+	// Pointer is the JSON pointer of the string in the descriptor; for a
+	// member name it is the member's pointer and Key is true.
+	Pointer string `json:"pointer"`
+	Key     bool   `json:"key,omitempty"`
+	// Excerpt is a short, escaped piece of the text around the hit.
+	Excerpt string `json:"excerpt"`
+}
+
+// Scanner categories.
+const (
+	ScanRoleTag             = "role_tag"
+	ScanInstructionOverride = "instruction_override"
+	ScanConcealment         = "concealment"
+	ScanSecretAccess        = "secret_access"
+	ScanObscuredDestination = "obscured_destination"
+	ScanInvisibleUnicode    = "invisible_unicode"
+	ScanToolReference       = "tool_reference"
+)
+
+// rule is one scanner pattern. quick holds lower-case words of which one
+// must occur before the expression runs: most strings of most
+// descriptors contain none, and a substring test is far cheaper than a
+// regular expression (admitting 10,000 descriptors is benchmarked).
+type rule struct {
+	category string
+	quick    []string
+	re       *regexp.Regexp
+}
+
+var rules = []rule{
+	{ScanRoleTag, []string{"<", "[inst", "system", "assistant"}, regexp.MustCompile(
+		`(?i)<\s*/?\s*(system|assistant|user|human|instructions?|important|admin|developer|tool_call|im_start|im_end|context)\b[^>]{0,40}>` +
+			`|<\|[a-z_]{2,20}\|>|\[/?inst\]|(?m)^\s*#{0,3}\s*(system|assistant)\s*:`)},
+	{ScanInstructionOverride, []string{"ignore", "disregard", "forget", "override", "instead", "new instructions", "you must", "before using", "before calling"}, regexp.MustCompile(
+		`(?i)\b(ignore|disregard|forget|override)\b[^.]{0,40}\b(previous|prior|above|earlier|all|any|other|system|user'?s?)\b[^.]{0,20}\b(instructions?|prompts?|rules?|directions?|guidelines?|messages?)\b` +
+			`|\bnew instructions\b|\binstead of (what )?the user\b` +
+			`|\b(before|after) (using|calling|invoking) (this|any|every|other|another)\b[^.]{0,40}\b(you must|always|first)\b` +
+			`|\byou must (always |now |first )?(call|use|invoke|run|send|read)\b`)},
+	{ScanConcealment, []string{"not tell", "n't tell", "not mention", "n't mention", "not inform", "never tell", "never mention", "never reveal", "without telling", "without informing", "secret from", "hidden from", "not reveal", "n't reveal", "not show", "not disclose", "should not know", "must not know", "not notify"}, regexp.MustCompile(
+		`(?i)\b(do not|don't|never|must not|should not)\s+(tell|mention|inform|reveal|show|disclose|notify|alert)\b[^.]{0,40}\b(user|human|anyone|them|operator)\b` +
+			`|\bwithout (telling|informing|notifying|alerting) (the )?(user|human|anyone)\b` +
+			`|\b(secret|hidden) from (the )?(user|human)\b|\b(user|human) (should|must) not (know|see|notice)\b`)},
+	{ScanSecretAccess, []string{".ssh", "id_rsa", "id_ed25519", ".aws", ".env", "/etc/", ".netrc", ".npmrc", ".pgpass", "mcp.json", "claude_desktop", "private key", "credential", "password", "secret", "token", "api key", "api_key", "apikey"}, regexp.MustCompile(
+		`(?i)~?/?\.ssh\b|\bid_(rsa|ed25519|ecdsa)\b|\.aws/credentials|(^|[\s/"'])\.env\b|/etc/(passwd|shadow)|\.netrc\b|\.npmrc\b|\.pgpass\b|\bmcp\.json\b|claude_desktop_config` +
+			`|\b(read|send|include|pass|exfiltrate|upload|leak|copy|forward|attach|append|post|collect|extract)\b[^.]{0,40}\b(private keys?|api[ _-]?keys?|credentials|passwords?|secrets?|access tokens?|tokens|ssh keys?|environment variables)\b`)},
+	{ScanObscuredDestination, []string{"://", "data:", "xn--"}, regexp.MustCompile(
+		`(?i)\b[a-z][a-z0-9+.-]*://(` +
+			`[^/\s"'@]*@` + // credentials or a misleading host before @
+			`|\[[0-9a-f:.]+\]` + // an IPv6 literal
+			`|\d{1,3}(\.\d{1,3}){3}\b` + // an IPv4 literal
+			`|0x[0-9a-f]+\b|\d{8,10}\b` + // a numeric host
+			`|[^/\s"']*%[0-9a-f]{2}` + // a percent-encoded host
+			`|[^/\s"']*xn--` + // punycode
+			`)|\bdata:[a-z]+/[a-z0-9.+-]+;base64,`)},
+}
+
+// longBase64 is an encoded blob: a destination or an instruction the
+// reviewer cannot read.
+var longBase64 = regexp.MustCompile(`[A-Za-z0-9+/]{48,}={0,2}`)
+
+// Scan reads every string of a descriptor — member names, values, at any
+// depth, _meta and annotations included — and returns the findings,
+// ordered by pointer. others are the names of the other configured
+// servers: a descriptor that names one of their tools is steering the
+// model across servers. raw must be valid JSON.
+func Scan(raw jsontext.Value, others []string) []Finding {
+	var out []Finding
+	refs := toolReference(others)
+	scanValue(raw, "", refs, &out)
+	return out
+}
+
+func toolReference(others []string) *regexp.Regexp {
+	if len(others) == 0 {
+		return nil
+	}
+	quoted := make([]string, len(others))
+	for i, o := range others {
+		quoted[i] = regexp.QuoteMeta(o)
+	}
+	return regexp.MustCompile(`(?i)\b(` + strings.Join(quoted, "|") + `)\.[A-Za-z0-9_][A-Za-z0-9_.-]*`)
+}
+
+func scanValue(v jsontext.Value, pointer string, refs *regexp.Regexp, out *[]Finding) {
+	switch v.Kind() {
+	case '"':
+		var s string
+		if jsonUnquote(v, &s) == nil {
+			scanString(s, pointer, false, refs, out)
+		}
+	case '[':
+		var items []jsontext.Value
+		if unmarshalRaw(v, &items) != nil {
+			return
+		}
+		for i, it := range items {
+			scanValue(it, pointer+"/"+strconv.Itoa(i), refs, out)
+		}
+	case '{':
+		var members map[string]jsontext.Value
+		if unmarshalRaw(v, &members) != nil {
+			return
+		}
+		for _, k := range slices.Sorted(maps.Keys(members)) {
+			p := pointer + "/" + escape(k)
+			scanString(k, p, true, refs, out)
+			scanValue(members[k], p, refs, out)
+		}
+	}
+}
+
+func scanString(s, pointer string, key bool, refs *regexp.Regexp, out *[]Finding) {
+	add := func(category string, at, end int) {
+		*out = append(*out, Finding{Category: category, Pointer: pointer, Key: key, Excerpt: excerpt(s, at, end)})
+	}
+	if at, end, ok := invisible(s); ok {
+		add(ScanInvisibleUnicode, at, end)
+	}
+	lower := strings.ToLower(s)
+	for _, r := range rules {
+		if !containsAny(lower, r.quick) {
+			continue
+		}
+		if loc := r.re.FindStringIndex(s); loc != nil {
+			add(r.category, loc[0], loc[1])
+		}
+	}
+	if len(s) >= 48 {
+		if loc := longBase64.FindStringIndex(s); loc != nil && looksEncoded(s[loc[0]:loc[1]]) {
+			add(ScanObscuredDestination, loc[0], loc[1])
+		}
+	}
+	if refs != nil && strings.Contains(s, ".") {
+		if loc := refs.FindStringIndex(s); loc != nil {
+			add(ScanToolReference, loc[0], loc[1])
+		}
+	}
+}
+
+func containsAny(s string, words []string) bool {
+	for _, w := range words {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// looksEncoded tells a base64 blob from a long identifier: it mixes
+// cases and digits.
+func looksEncoded(s string) bool {
+	var upper, lower, digit bool
+	for _, c := range s {
+		switch {
+		case c >= 'A' && c <= 'Z':
+			upper = true
+		case c >= 'a' && c <= 'z':
+			lower = true
+		case c >= '0' && c <= '9':
+			digit = true
+		}
+	}
+	return upper && lower && digit
+}
+
+// invisible finds a character a reviewer reading the text would not see:
+// Unicode tag characters (which can spell a whole hidden instruction),
+// bidirectional controls, zero-width characters and other format
+// controls.
+func invisible(s string) (int, int, bool) {
+	for i, r := range s {
+		switch {
+		case r >= 0xE0000 && r <= 0xE007F, // tags
+			r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069, r == 0x200E, r == 0x200F, r == 0x061C, // bidi
+			r >= 0x200B && r <= 0x200D, r == 0x2060, r == 0xFEFF, r == 0x180E, r == 0x00AD, // zero width
+			r >= 0xFFF9 && r <= 0xFFFB, r >= 0x2061 && r <= 0x2064:
+			return i, i + utf8.RuneLen(r), true
+		}
+	}
+	return 0, 0, false
+}
+
+// excerpt is up to 40 characters either side of s[at:end], with every
+// character outside printable ASCII escaped so that the reviewer sees
+// what is there.
+func excerpt(s string, at, end int) string {
+	const side = 40
+	from, to := max(at-side, 0), min(end+side, len(s))
+	for from > 0 && !utf8.RuneStart(s[from]) {
+		from--
+	}
+	for to < len(s) && !utf8.RuneStart(s[to]) {
+		to++
+	}
+	if to-from > 160 {
+		to = from + 160
+		for to > from && !utf8.RuneStart(s[to]) {
+			to--
+		}
+	}
+	var b bytes.Buffer
+	if from > 0 {
+		b.WriteString("…")
+	}
+	for _, r := range s[from:to] {
+		if r >= 0x20 && r < 0x7F {
+			b.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRuneToASCII(r)
+		b.WriteString(q[1 : len(q)-1])
+	}
+	if to < len(s) {
+		b.WriteString("…")
+	}
+	return b.String()
+}

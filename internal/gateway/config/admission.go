@@ -1,0 +1,98 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// Admission configures the admission gate (GATEWAY.md decisions 5–9).
+type Admission struct {
+	// FirstUse is what becomes of a descriptor never seen before:
+	// "review" (default: it waits for a reviewer) or "pin" (trusted on
+	// first use unless the scanner found something in it).
+	FirstUse string `yaml:"first_use"`
+	// Ledger is where pins are kept.
+	Ledger Ledger `yaml:"ledger"`
+	// HeaderMirroring is where x-mcp-header is legal: "strict" (default;
+	// direct members of inputSchema.properties) or "spec" (the
+	// 2026-07-28 properties-chain rule).
+	HeaderMirroring string `yaml:"header_mirroring"`
+	// SensitiveNames are names a mirrored property or header may neither
+	// equal nor end with (compared without case, "-" and "_").
+	SensitiveNames []string `yaml:"sensitive_names"`
+}
+
+// Ledger is the ledger's location.
+type Ledger struct {
+	// File is a bbolt file; relative to StateDir. Default ledger.db.
+	File string `yaml:"file"`
+}
+
+// LedgerPath is the ledger file's path.
+func (c *Config) LedgerPath() string { return c.statePath(c.Admission.Ledger.File) }
+
+// EvidenceDir is where a running gateway keeps the evidence bundle.
+func (c *Config) EvidenceDir() string { return c.statePath("evidence") }
+
+// ReviewSocket is the Unix socket a running gateway serves review on.
+func (c *Config) ReviewSocket() string { return c.statePath("review.sock") }
+
+func (c *Config) statePath(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(c.StateDir, p)
+}
+
+// DefaultStateDir is the state directory when none is configured.
+const DefaultStateDir = "state"
+
+func (c *Config) admissionDefaults() {
+	if c.StateDir == "" {
+		c.StateDir = DefaultStateDir
+	}
+	a := &c.Admission
+	if a.FirstUse == "" {
+		a.FirstUse = "review"
+	}
+	if a.HeaderMirroring == "" {
+		a.HeaderMirroring = "strict"
+	}
+	if a.Ledger.File == "" {
+		a.Ledger.File = "ledger.db"
+	}
+	if a.SensitiveNames == nil {
+		a.SensitiveNames = []string{"password", "secret", "token", "api_key", "authorization"}
+	}
+}
+
+// publisherName is a reverse-DNS namespace, as io.github.acme/refund.
+var publisherName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]{0,126}(/[A-Za-z0-9][A-Za-z0-9._-]{0,126})?$`)
+
+func (v *validator) admission(c *Config) {
+	a := &c.Admission
+	if a.FirstUse != "review" && a.FirstUse != "pin" {
+		v.fail("admission.first_use", `must be "review" or "pin"`)
+	}
+	if a.HeaderMirroring != "strict" && a.HeaderMirroring != "spec" {
+		v.fail("admission.header_mirroring", `must be "strict" or "spec"`)
+	}
+	for i, n := range a.SensitiveNames {
+		if strings.NewReplacer("-", "", "_", "").Replace(n) == "" {
+			v.fail("admission.sensitive_names", "entry %d is empty", i)
+		}
+	}
+	if strings.ContainsRune(c.StateDir, 0) {
+		v.fail("state_dir", "is not a path")
+	}
+	if f := a.Ledger.File; strings.ContainsRune(f, 0) || strings.HasSuffix(f, "/") {
+		v.fail("admission.ledger.file", "must be a file path")
+	}
+	for i, s := range c.Servers {
+		if s.Publisher != "" && !publisherName.MatchString(s.Publisher) {
+			v.fail(fmt.Sprintf("servers[%d].publisher", i), "must be a namespace such as io.github.acme/refund")
+		}
+	}
+}
