@@ -20,6 +20,7 @@ import (
 	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
 	"github.com/mcp-bastion/bastion/internal/gateway/metrics"
 	"github.com/mcp-bastion/bastion/internal/gateway/policy"
+	"github.com/mcp-bastion/bastion/internal/gateway/review"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 	"github.com/mcp-bastion/bastion/internal/session"
 	"github.com/mcp-bastion/bastion/internal/stdio"
@@ -38,6 +39,14 @@ auth.jwt's key set; auth: {mode: none} runs without, on loopback only),
 and every tools/call is decided by policy.rules: the first rule whose
 pattern matches the qualified name decides; no matching rule denies.
 Decisions go to the audit sink (audit.file, default stderr) as JSON Lines.
+
+Every downstream descriptor passes the admission gate before any caller
+sees it: checked (schemas, header mirroring, scanner), pinned by digest in
+the ledger (<state_dir>/ledger.db) and, by default (admission.first_use:
+review), held until a reviewer approves it with "bastion admit review".
+A pinned descriptor that changes, or a server whose identity changes, is
+quarantined until approved again. The evidence bundle is kept current in
+<state_dir>/evidence; review goes through <state_dir>/review.sock.
 
 By default the gateway serves Streamable HTTP (both protocol eras) at the
 configured listen address and path, with GET /healthz (liveness) and
@@ -126,6 +135,7 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 	g := gateway.New(cfg, log)
 	g.Authorize(pol, cfg.FilterToolsList(), sink)
 	g.UseLedger(store)
+	g.KeepEvidence(cfg.EvidenceDir())
 	var m *metrics.Metrics
 	if cfg.Metrics != nil {
 		m = metrics.New(g.Downstreams)
@@ -140,6 +150,17 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 		}()
 		defer func() { stop(); <-served }()
 	}
+	// Review goes through the running gateway (decision 15): bbolt holds
+	// the ledger's lock, so `bastion admit review` talks to this socket.
+	rctx, stopReview := context.WithCancel(ctx)
+	reviewDone := make(chan struct{})
+	go func() {
+		defer close(reviewDone)
+		if err := review.Serve(rctx, cfg.ReviewSocket(), g.Review()); err != nil {
+			log.Error("the review socket could not be served; review needs a stopped gateway", slog.String("error", err.Error()))
+		}
+	}()
+	defer func() { stopReview(); <-reviewDone }()
 	g.Start()
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

@@ -39,6 +39,7 @@ const usage = `Usage: bastion <command> [flags]
 Commands:
   serve     run the hardened MCP server on stdin/stdout
   gateway   run the MCP security gateway in front of downstream servers
+  admit     the gateway's admission gate: evidence and review
   version   print the version
 
 Run "bastion <command> --help" for a command's flags.
@@ -60,6 +61,8 @@ func run(ctx context.Context, args []string, e env) int {
 		return serve(ctx, args[1:], e)
 	case "gateway":
 		return gatewayCmd(ctx, args[1:], e)
+	case "admit":
+		return admitCmd(ctx, args[1:], e)
 	case "version", "--version":
 		if slices.ContainsFunc(flagArgs(args[1:]), isHelpFlag) {
 			fmt.Fprint(e.stdout, versionUsage)

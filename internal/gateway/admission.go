@@ -9,7 +9,9 @@ import (
 	"github.com/mcp-bastion/bastion/internal/gateway/admit"
 	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
+	"github.com/mcp-bastion/bastion/internal/gateway/evidence"
 	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
+	"github.com/mcp-bastion/bastion/internal/gateway/review"
 )
 
 // errNoLedger fails every server closed when the gateway was started
@@ -100,45 +102,56 @@ func (g *Gateway) UseLedger(s ledger.Store) { g.ledger = s }
 // Ledger returns the ledger (nil for none).
 func (g *Gateway) Ledger() ledger.Store { return g.ledger }
 
-// Approve pins the digest waiting under a qualified name and re-admits
-// its server; Reject refuses it. Both are the running gateway's side of
-// `bastion admit review` (decision 15).
-func (g *Gateway) Approve(ctx context.Context, qualified, digest, by string) error {
-	return g.review(ctx, qualified, by, func(r admit.Record) (admit.Record, error) {
-		return admit.Approve(r, digest, by, g.now().UTC())
-	})
-}
-
-// Reject refuses what waits for review under a qualified name.
-func (g *Gateway) Reject(ctx context.Context, qualified, by string) error {
-	return g.review(ctx, qualified, by, func(r admit.Record) (admit.Record, error) {
-		return admit.Reject(r, g.now().UTC())
-	})
-}
-
-func (g *Gateway) review(ctx context.Context, qualified, by string, fn func(admit.Record) (admit.Record, error)) error {
-	if g.ledger == nil {
-		return errNoLedger
-	}
-	var after admit.Record
-	err := g.ledger.Update(ctx, qualified, func(r *admit.Record) error {
-		next, err := fn(*r)
-		if err != nil {
-			return err
+// Review is the reviewer's side of the gateway's ledger: a decision is
+// picked up at once, by walking the server's list again.
+func (g *Gateway) Review() review.Service {
+	return &review.Ledger{Store: g.ledger, Audit: g.audit, Now: g.now, Changed: func(server string) {
+		if d, ok := g.servers[server]; ok {
+			d.discover()
 		}
-		*r, after = next, next
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	g.audit.Record(audit.Event{Kind: audit.KindApproval, Tool: qualified, Server: after.Server, Subject: by,
-		Digest: after.Digest, Status: string(after.Status), Reason: after.Reason, Mode: "review"})
-	if d, ok := g.servers[after.Server]; ok {
-		d.discover()
-	}
-	return nil
+	}}
 }
 
 // defaultNow is the gateway's clock; tests replace g.now.
 func defaultNow() time.Time { return time.Now() }
+
+// Evidence is the reviewer's bundle as things stand.
+func (g *Gateway) Evidence(ctx context.Context) (evidence.Bundle, error) {
+	b := evidence.Bundle{Snapshot: g.catalog.Snapshot()}
+	for _, st := range g.Status() {
+		s := evidence.Server{Name: st.Name, Outcome: "discovered", Error: st.LastError, Trace: st.Trace}
+		switch {
+		case !st.Settled:
+			s.Outcome = "pending"
+		case st.LastError != "":
+			s.Outcome = "failed_closed"
+		}
+		b.Servers = append(b.Servers, s)
+	}
+	if g.ledger == nil {
+		return b, errNoLedger
+	}
+	recs, err := g.ledger.All(ctx)
+	b.Records = recs
+	return b, err
+}
+
+// KeepEvidence makes the gateway rewrite the evidence bundle in dir after
+// every discovery; call it before Start.
+func (g *Gateway) KeepEvidence(dir string) { g.evidenceDir = dir }
+
+// writeEvidence rewrites the bundle, one writer at a time.
+func (g *Gateway) writeEvidence() {
+	if g.evidenceDir == "" {
+		return
+	}
+	g.evidenceMu.Lock()
+	defer g.evidenceMu.Unlock()
+	b, err := g.Evidence(g.ctx)
+	if err == nil {
+		err = evidence.Write(g.evidenceDir, b)
+	}
+	if err != nil && g.ctx.Err() == nil {
+		g.log.Warn("the evidence bundle could not be written", slog.String("error", err.Error()))
+	}
+}

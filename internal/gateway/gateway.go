@@ -55,6 +55,9 @@ type Gateway struct {
 	ledger  ledger.Store   // nil fails every server closed
 	now     func() time.Time
 
+	evidenceDir string // "" keeps no bundle
+	evidenceMu  sync.Mutex
+
 	ctx    context.Context // ends at Close; bounds every walk
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -271,6 +274,7 @@ func (d *downstream) state(s upstream.State, c *upstream.Client) {
 		d.settled, d.lastErr = true, "the server could not be connected"
 		d.mu.Unlock()
 		d.g.catalog.Remove(d.name)
+		d.g.writeEvidence()
 	case upstream.Closed:
 		d.g.catalog.Remove(d.name)
 	}
@@ -362,6 +366,7 @@ func (d *downstream) walk() {
 			d.lastErr = res.Err.Error()
 		}
 		d.mu.Unlock()
+		d.g.writeEvidence()
 	}()
 	if res.Err != nil {
 		d.g.log.Warn("the list of a downstream could not be read whole; none of its tools is offered",
@@ -386,8 +391,18 @@ func (d *downstream) walk() {
 				slog.String("category", r.Category), slog.String("detail", r.Detail))
 		}
 	}
+	held := 0
+	for _, r := range d.g.catalog.Snapshot().Held {
+		if r.Server == d.name && r.Status != admit.Removed {
+			held++
+		}
+	}
 	d.g.log.Info("downstream tools discovered", slog.String("server", d.name), slog.Int("pages", len(res.Trace)),
-		slog.Int("admitted", admitted), slog.Int("rejected", rejected))
+		slog.Int("admitted", admitted), slog.Int("held", held), slog.Int("rejected", rejected))
+	if held > 0 {
+		d.g.log.Warn("downstream tools wait for review and are not offered: see bastion admit review list",
+			slog.String("server", d.name), slog.Int("held", held))
+	}
 }
 
 // catalogServer is what the catalog and the ledger know of the server:

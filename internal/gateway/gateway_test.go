@@ -363,3 +363,44 @@ func pinned(t *testing.T) *Gateway {
 	useLedger(t, g)
 	return g
 }
+
+// TestCheckOutput: structuredContent is validated as any JSON value
+// against the pinned outputSchema, isError results included; a
+// successful result without it is invalid when the tool declares one.
+func TestCheckOutput(t *testing.T) {
+	g := pinned(t)
+	_ = g.catalog.Update(catalog.Server{Name: "s"}, []jsontext.Value{
+		jsontext.Value(`{"name":"list","inputSchema":{"type":"object"},"outputSchema":{"type":"array","items":{"type":"integer"}}}`),
+		jsontext.Value(`{"name":"obj","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}}`),
+		jsontext.Value(`{"name":"free","inputSchema":{"type":"object"}}`),
+	})
+	snap := g.catalog.Snapshot()
+	for _, tc := range []struct {
+		tool, structured string
+		isError, ok      bool
+	}{
+		{"s.list", `[1,2]`, false, true},
+		{"s.list", `{"n":1}`, false, false},
+		{"s.list", `["x"]`, false, false},
+		{"s.list", ``, false, false},
+		{"s.list", ``, true, true},
+		{"s.list", `{"n":1}`, true, false},
+		{"s.obj", `{"n":1}`, false, true},
+		{"s.obj", `[1]`, false, false},
+		{"s.obj", `{}`, true, false},
+		{"s.free", `"anything"`, false, true},
+		{"s.free", ``, false, true},
+	} {
+		tl, ok := snap.Lookup(tc.tool)
+		if !ok {
+			t.Fatalf("%s not admitted", tc.tool)
+		}
+		r := &Result{Content: jsontext.Value(`[]`), IsError: tc.isError}
+		if tc.structured != "" {
+			r.Structured = jsontext.Value(tc.structured)
+		}
+		if got := checkOutput(tl, r) == ""; got != tc.ok {
+			t.Errorf("%s %s isError=%v: valid=%v, want %v", tc.tool, tc.structured, tc.isError, got, tc.ok)
+		}
+	}
+}

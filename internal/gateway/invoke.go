@@ -221,6 +221,8 @@ func outcome(ctx context.Context, res *Result, err error) string {
 		return "cancelled"
 	case errors.As(err, &gwErr) && gwErr.Status == http.StatusGatewayTimeout:
 		return "timeout"
+	case errors.As(err, &gwErr) && gwErr.Code == CodeInvalidResult:
+		return "invalid_result"
 	case errors.As(err, &gwErr) && (gwErr.Code != CodeBadGateway || bytes.Contains(gwErr.Data, []byte(`"downstream_code"`))):
 		return "downstream_error"
 	}
@@ -263,9 +265,42 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *tim
 			slog.String("tool", t.Qualified), slog.String("error", perr.Error()))
 		return nil, badGateway(t.Server, "the server answered with a malformed result", false)
 	}
+	if reason := checkOutput(t, out); reason != "" {
+		// The whole result is withheld — its text copy too — and neither
+		// the log nor the answer says what it held.
+		log.Warn("downstream result withheld: "+reason, slog.String("server", t.Server), slog.String("tool", t.Qualified))
+		return nil, invalidResult(t, reason)
+	}
 	log.Debug("tools/call relayed", slog.String("tool", t.Qualified), slog.Bool("is_error", out.IsError),
 		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
 	return out, nil
+}
+
+// checkOutput validates a result against the pinned outputSchema
+// (decision 9): structuredContent as any JSON value, isError results
+// included whenever they carry it; a successful result of a tool with an
+// outputSchema must carry it. It returns why the result is invalid, or "".
+func checkOutput(t *catalog.Tool, r *Result) string {
+	if t.Output == nil {
+		return ""
+	}
+	if r.Structured == nil {
+		if r.IsError {
+			return ""
+		}
+		return "the result carries no structuredContent, and the tool declares an outputSchema"
+	}
+	if tool.ValidateValue(t.Output, r.Structured) != nil {
+		return "structuredContent does not match the pinned outputSchema"
+	}
+	return ""
+}
+
+// invalidResult is the -32004 of a result that failed the pinned
+// outputSchema.
+func invalidResult(t *catalog.Tool, reason string) *Error {
+	data, _ := json.Marshal(map[string]string{"server": t.Server, "tool": t.Qualified, "reason": reason})
+	return &Error{Code: CodeInvalidResult, Status: http.StatusBadGateway, Message: "Invalid downstream result: " + reason, Data: data}
 }
 
 // errCallTimeout is the cause of the per-call deadline.

@@ -19,6 +19,11 @@
 //	FIXTURE_LOG        a file that receives every line read, one per line
 //	FIXTURE_IGNORE_TERM  1: ignore SIGTERM and do not exit at EOF
 //	FIXTURE_STDERR     a number of lines to write to stderr at start
+//	FIXTURE_DESCRIPTORS  a file holding a JSON array of raw tool
+//	                   descriptors, listed instead of FIXTURE_TOOLS' and
+//	                   read again on every tools/list; SIGHUP sends
+//	                   notifications/tools/list_changed, so a test can
+//	                   change the list after the first listing
 //
 // Tools, whatever they are named in FIXTURE_TOOLS, behave by name:
 // echo (returns its arguments), slow (sleeps arguments.ms), hang (until
@@ -29,7 +34,8 @@
 // notifications/tools/list_changed after adding a tool named "added" to
 // its list: unasked in the legacy era, on each open subscriptions/listen
 // in the modern one), environ (returns the names of its environment variables),
-// whoami (returns FIXTURE_NAME). Any other name echoes.
+// whoami (returns FIXTURE_NAME), array (structuredContent [1,2,3]). Any
+// other name echoes.
 package main
 
 import (
@@ -61,6 +67,7 @@ type server struct {
 	pages   string
 	version string
 	name    string
+	descs   string // FIXTURE_DESCRIPTORS
 
 	cancelled sync.Map // id (raw) → chan struct{}
 	subs      []string // the raw ids of open subscriptions/listen requests, under mu
@@ -75,7 +82,15 @@ func main() {
 		pages:   envOr("FIXTURE_PAGES", "1"),
 		version: os.Getenv("FIXTURE_VERSION"),
 		name:    envOr("FIXTURE_NAME", "mcpfixture"),
+		descs:   os.Getenv("FIXTURE_DESCRIPTORS"),
 	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for range hup {
+			s.listChanged()
+		}
+	}()
 	if p := os.Getenv("FIXTURE_LOG"); p != "" {
 		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
@@ -208,13 +223,27 @@ func (s *server) list(m msg) {
 	}
 	s.mu.Lock()
 	s.listCalls++
-	tools := append([]string(nil), s.tools...)
+	var tools []string
+	for _, t := range s.tools {
+		tools = append(tools, s.descriptor(t))
+	}
 	s.mu.Unlock()
-	page := func(tools []string, next string) {
-		descs := make([]string, len(tools))
-		for i, t := range tools {
-			descs[i] = s.descriptor(t)
+	if s.descs != "" {
+		b, err := os.ReadFile(s.descs)
+		var raw []json.RawMessage
+		if err == nil {
+			err = json.Unmarshal(b, &raw)
 		}
+		if err != nil {
+			s.fail(m.ID, -32603, "FIXTURE_DESCRIPTORS: "+err.Error())
+			return
+		}
+		tools = tools[:0]
+		for _, r := range raw {
+			tools = append(tools, string(r))
+		}
+	}
+	page := func(descs []string, next string) {
 		body := `{"tools":[` + strings.Join(descs, ",") + `]`
 		if next != "none" {
 			body += `,"nextCursor":` + next
@@ -248,7 +277,7 @@ func (s *server) list(m msg) {
 		}
 	case "endless":
 		n, _ := strconv.Atoi(cursor)
-		page([]string{fmt.Sprintf("t%d", n)}, strconv.Quote(strconv.Itoa(n+1)))
+		page([]string{s.descriptor(fmt.Sprintf("t%d", n))}, strconv.Quote(strconv.Itoa(n+1)))
 	case "error-at-2", "hang-at-2":
 		if p.Cursor == nil {
 			page(tools[:1], `"2"`)
@@ -345,19 +374,29 @@ func (s *server) call(m msg) {
 	case "listchanged":
 		s.mu.Lock()
 		s.tools = append(s.tools, "added")
-		subs := append([]string(nil), s.subs...)
 		s.mu.Unlock()
-		if !s.modern {
-			s.write(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
-		}
-		for _, id := range subs {
-			s.write(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}`, id))
-		}
+		s.listChanged()
 		echo()
+	case "array":
+		s.result(m.ID, `{"content":[{"type":"text","text":"[1,2,3]"}],"structuredContent":[1,2,3],"isError":false}`)
 	case "whoami":
 		b, _ := json.Marshal(map[string]string{"name": s.name})
 		s.result(m.ID, fmt.Sprintf(`{"content":[{"type":"text","text":%q}],"structuredContent":%s,"isError":false}`, b, b))
 	default:
 		echo()
+	}
+}
+
+// listChanged tells the client the list changed: unasked in the legacy
+// era, on each open subscriptions/listen in the modern one.
+func (s *server) listChanged() {
+	s.mu.Lock()
+	subs := append([]string(nil), s.subs...)
+	s.mu.Unlock()
+	if !s.modern {
+		s.write(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+	}
+	for _, id := range subs {
+		s.write(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}`, id))
 	}
 }

@@ -45,7 +45,7 @@ type Event struct {
 	// knows it ("" when the call named no tool the catalog has).
 	Tool    string `json:"tool,omitempty"`
 	Rule    string `json:"rule,omitempty"`
-	Outcome string `json:"outcome"`
+	Outcome string `json:"outcome,omitempty"`
 	// Reason is a fixed word of why a call was refused.
 	Reason string `json:"reason,omitempty"`
 	// Code is the JSON-RPC error code answered, 0 for a result.

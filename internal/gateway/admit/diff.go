@@ -1,0 +1,86 @@
+package admit
+
+import (
+	"bytes"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Change is one field that differs between a pinned descriptor and the
+// one served now. Before or After is absent (nil) for a member added or
+// removed.
+type Change struct {
+	Pointer string         `json:"pointer"`
+	Before  jsontext.Value `json:"before,omitempty"`
+	After   jsontext.Value `json:"after,omitempty"`
+}
+
+// maxDiffValue bounds a value shown in a change; a longer one is cut and
+// marked, so that one huge schema does not bury the rest of the diff.
+const maxDiffValue = 512
+
+// Diff is the field-level difference of two JSON values, ordered by
+// pointer: objects are compared member by member at any depth, anything
+// else whole (an array that changed is one change). Both must be valid.
+func Diff(before, after jsontext.Value) []Change {
+	var out []Change
+	diff(before, after, "", &out)
+	return out
+}
+
+func diff(a, b jsontext.Value, pointer string, out *[]Change) {
+	if a.Kind() == '{' && b.Kind() == '{' {
+		var am, bm map[string]jsontext.Value
+		if unmarshalRaw(a, &am) == nil && unmarshalRaw(b, &bm) == nil {
+			keys := slices.Sorted(maps.Keys(am))
+			for k := range bm {
+				if _, ok := am[k]; !ok {
+					keys = append(keys, k)
+				}
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				p := pointer + "/" + escape(k)
+				av, aok := am[k]
+				bv, bok := bm[k]
+				switch {
+				case !aok:
+					*out = append(*out, Change{Pointer: p, After: shown(bv)})
+				case !bok:
+					*out = append(*out, Change{Pointer: p, Before: shown(av)})
+				default:
+					diff(av, bv, p, out)
+				}
+			}
+			return
+		}
+	}
+	if !equalJSON(a, b) {
+		*out = append(*out, Change{Pointer: pointer, Before: shown(a), After: shown(b)})
+	}
+}
+
+// equalJSON compares two values in canonical form.
+func equalJSON(a, b jsontext.Value) bool {
+	ca, cb := bytes.Clone(a), bytes.Clone(b)
+	if (*jsontext.Value)(&ca).Canonicalize() != nil || (*jsontext.Value)(&cb).Canonicalize() != nil {
+		return bytes.Equal(a, b)
+	}
+	return bytes.Equal(ca, cb)
+}
+
+// shown is v compacted, or, over maxDiffValue bytes, a JSON string of its
+// beginning with the size noted.
+func shown(v jsontext.Value) jsontext.Value {
+	c := bytes.Clone(v)
+	_ = (*jsontext.Value)(&c).Compact()
+	if len(c) <= maxDiffValue {
+		return c
+	}
+	cut := string(c[:maxDiffValue])
+	q, _ := jsontext.AppendQuote(nil, cut+"… ("+strconv.Itoa(len(c))+" bytes)")
+	return q
+}

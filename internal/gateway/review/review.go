@@ -1,0 +1,136 @@
+// Package review is the reviewer's side of the admission gate: listing
+// what waits, showing a held descriptor with its scanner findings and a
+// field-level diff against what was pinned, and approving (by digest) or
+// rejecting it. A running gateway serves it on a Unix socket in its state
+// directory (decision 15: bbolt holds an exclusive lock on the ledger);
+// without one, `bastion admit review` works on the ledger file itself and
+// the next start admits what was approved.
+package review
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/admit"
+	"github.com/mcp-bastion/bastion/internal/gateway/audit"
+	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
+)
+
+// Item is one ledger record as a reviewer sees it: for a changed
+// descriptor, the changes from the pinned one to the one waiting.
+type Item struct {
+	admit.Record
+	Changes []admit.Change `json:"changes,omitempty"`
+}
+
+// ItemOf is r with its diff.
+func ItemOf(r admit.Record) Item {
+	it := Item{Record: r}
+	if r.Pending != nil && len(r.Descriptor) > 0 && len(r.Pending.Descriptor) > 0 {
+		it.Changes = admit.Diff(r.Descriptor, r.Pending.Descriptor)
+	}
+	return it
+}
+
+// Service is review.
+type Service interface {
+	// List returns every record of the ledger, by qualified name.
+	List(ctx context.Context) ([]admit.Record, error)
+	// Show returns the record of one qualified name.
+	Show(ctx context.Context, name string) (Item, error)
+	// Approve pins digest, which must be the one waiting under name.
+	Approve(ctx context.Context, name, digest, by string) error
+	// Reject refuses what waits under name.
+	Reject(ctx context.Context, name, by string) error
+}
+
+// ErrNotFound is a name the ledger does not hold.
+var ErrNotFound = ledger.ErrNotFound
+
+// Ledger is review on a ledger store.
+type Ledger struct {
+	Store ledger.Store
+	// Audit receives an approval event for each decision (nil: none).
+	Audit *audit.Sink
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// Changed, when set, is told the server whose record changed, so that
+	// a running gateway admits what was approved without a restart.
+	Changed func(server string)
+}
+
+// List implements Service.
+func (l *Ledger) List(ctx context.Context) ([]admit.Record, error) {
+	recs, err := l.Store.All(ctx)
+	slices.SortFunc(recs, func(a, b admit.Record) int { return strings.Compare(a.Qualified, b.Qualified) })
+	return recs, err
+}
+
+// Show implements Service.
+func (l *Ledger) Show(ctx context.Context, name string) (Item, error) {
+	recs, err := l.Store.All(ctx)
+	if err != nil {
+		return Item{}, err
+	}
+	for _, r := range recs {
+		if r.Qualified == name {
+			return ItemOf(r), nil
+		}
+	}
+	return Item{}, ErrNotFound
+}
+
+// Approve implements Service.
+func (l *Ledger) Approve(ctx context.Context, name, digest, by string) error {
+	return l.decide(ctx, name, by, func(r admit.Record, now time.Time) (admit.Record, error) {
+		return admit.Approve(r, digest, by, now)
+	})
+}
+
+// Reject implements Service.
+func (l *Ledger) Reject(ctx context.Context, name, by string) error {
+	return l.decide(ctx, name, by, func(r admit.Record, now time.Time) (admit.Record, error) {
+		return admit.Reject(r, now)
+	})
+}
+
+func (l *Ledger) decide(ctx context.Context, name, by string, fn func(admit.Record, time.Time) (admit.Record, error)) error {
+	if by == "" {
+		return errors.New("review: a decision needs the reviewer's name")
+	}
+	now := time.Now
+	if l.Now != nil {
+		now = l.Now
+	}
+	var after admit.Record
+	err := l.Store.Update(ctx, name, func(r *admit.Record) error {
+		next, err := fn(*r, now().UTC())
+		if err != nil {
+			return err
+		}
+		*r, after = next, next
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("review: %s: %w", name, err)
+	}
+	l.Audit.Record(audit.Event{Kind: audit.KindApproval, Tool: name, Server: after.Server, Subject: by,
+		Digest: digestOf(after), Status: string(after.Status), Reason: after.Reason, Mode: "review"})
+	if l.Changed != nil {
+		l.Changed(after.Server)
+	}
+	return nil
+}
+
+// digestOf is the digest a decision was about: the one pinned by an
+// approval, the one refused by a rejection.
+func digestOf(r admit.Record) string {
+	if r.Status == admit.Rejected && r.Pending != nil {
+		return r.Pending.Digest
+	}
+	return r.Digest
+}
