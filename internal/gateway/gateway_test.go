@@ -16,6 +16,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/goleak"
 
+	"github.com/mcp-bastion/bastion/internal/gateway/admit"
+	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
 	"github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
@@ -401,6 +403,70 @@ func TestCheckOutput(t *testing.T) {
 		}
 		if got := checkOutput(tl, r) == ""; got != tc.ok {
 			t.Errorf("%s %s isError=%v: valid=%v, want %v", tc.tool, tc.structured, tc.isError, got, tc.ok)
+		}
+	}
+}
+
+// TestParamHeaders: decision 8's encoding of mirrored arguments, and an
+// audit record that names each header and its encoding, never the value.
+func TestParamHeaders(t *testing.T) {
+	mirrors := []admit.Mirror{
+		{Path: []string{"region"}, Header: "Region", Type: "string"},
+		{Path: []string{"n"}, Header: "N", Type: "integer"},
+		{Path: []string{"ok"}, Header: "Ok", Type: "boolean"},
+		{Path: []string{"o", "deep"}, Header: "Deep", Type: "string"},
+	}
+	for _, tc := range []struct {
+		args    string
+		want    map[string]string // header → value; absent = not sent
+		encoded map[string]string
+		fail    bool
+	}{
+		{`{"region":"eu-west-1","n":42,"ok":true,"o":{"deep":"x"}}`,
+			map[string]string{"Region": "eu-west-1", "N": "42", "Ok": "true", "Deep": "x"},
+			map[string]string{"Mcp-Param-Region": "plain", "Mcp-Param-N": "plain", "Mcp-Param-Ok": "plain", "Mcp-Param-Deep": "plain"}, false},
+		{`{"region":"Zürich"}`, map[string]string{"Region": "=?base64?WsO8cmljaA==?="},
+			map[string]string{"Mcp-Param-Region": "base64", "Mcp-Param-N": "omitted", "Mcp-Param-Ok": "omitted", "Mcp-Param-Deep": "omitted"}, false},
+		{`{"region":" padded"}`, map[string]string{"Region": "=?base64?IHBhZGRlZA==?="}, nil, false},
+		{`{"region":"=?base64?aGk=?="}`, map[string]string{"Region": "=?base64?PT9iYXNlNjQ/YUdrPT89?="}, nil, false},
+		{`{"region":"a\u0000b"}`, map[string]string{"Region": "=?base64?YQBi?="}, nil, false},
+		{`{"region":null,"ok":false}`, map[string]string{"Ok": "false"}, nil, false},
+		{`{"n":9007199254740991}`, map[string]string{"N": "9007199254740991"}, nil, false},
+		{`{"n":-9007199254740991}`, map[string]string{"N": "-9007199254740991"}, nil, false},
+		{`{"n":9007199254740992}`, nil, nil, true},
+	} {
+		params, decisions, err := paramHeaders(mirrors, jsontext.Value(tc.args))
+		if tc.fail {
+			if err == nil {
+				t.Errorf("%s: no error", tc.args)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.args, err)
+		}
+		got := map[string]string{}
+		for _, p := range params {
+			got[p.Name] = p.Value
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.args, got, tc.want)
+		}
+		if tc.encoded != nil {
+			enc := map[string]string{}
+			for _, d := range decisions {
+				enc[d.Name] = d.Encoding
+			}
+			if fmt.Sprint(enc) != fmt.Sprint(tc.encoded) {
+				t.Errorf("%s: decisions %v, want %v", tc.args, enc, tc.encoded)
+			}
+		}
+		// What the audit would hold: names and encodings only.
+		b, _ := json.Marshal(audit.Event{Headers: decisions})
+		for _, p := range params {
+			if strings.Contains(string(b), p.Value) && p.Value != "true" && p.Value != "false" {
+				t.Errorf("%s: the audit event holds the value %q: %s", tc.args, p.Value, b)
+			}
 		}
 	}
 }

@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/mcp-bastion/bastion/internal/gateway/admit"
 	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
@@ -132,7 +135,7 @@ func (g *Gateway) Invoke(ctx context.Context, c Call) (res *Result, err error) {
 		return nil, unauthorized(t.Qualified, d, c.Principal.Roles)
 	}
 	var downstream time.Duration
-	res, err = g.invoke(ctx, c, t, &downstream)
+	res, err = g.invoke(ctx, c, t, &downstream, &ev.Headers)
 	ev.Outcome = audit.Allow
 	if downstream > 0 {
 		ms := float64(downstream.Microseconds()) / 1000
@@ -229,7 +232,7 @@ func outcome(ctx context.Context, res *Result, err error) string {
 	return "bad_gateway"
 }
 
-func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *time.Duration) (*Result, error) {
+func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *time.Duration, headers *[]audit.Header) (*Result, error) {
 	// The request id goes on the lines that are written, not into a
 	// logger built for every call.
 	log := callLog{g.log, slog.String("request_id", c.RequestID)}
@@ -240,6 +243,12 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *tim
 	params, err := callParams(t, c.Arguments)
 	if err != nil {
 		return nil, err
+	}
+	var mirrored []upstream.Param
+	if d.mirrors() {
+		if mirrored, *headers, err = paramHeaders(t.Mirrors, c.Arguments); err != nil {
+			return nil, err
+		}
 	}
 	timeout := d.cfg.Timeout.D()
 	dctx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
@@ -254,6 +263,7 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *tim
 	res, err := d.conn.Call(dctx, "tools/call", params, upstream.CallOptions{
 		Name: t.Name, ProgressToken: c.ProgressToken, Progress: progressOf(c),
 		Identity: &upstream.Identity{Subject: c.Principal.Subject, Roles: c.Principal.Roles, RequestID: c.RequestID},
+		Params:   mirrored,
 	})
 	*took = time.Since(start)
 	if err != nil {
@@ -301,6 +311,131 @@ func checkOutput(t *catalog.Tool, r *Result) string {
 func invalidResult(t *catalog.Tool, reason string) *Error {
 	data, _ := json.Marshal(map[string]string{"server": t.Server, "tool": t.Qualified, "reason": reason})
 	return &Error{Code: CodeInvalidResult, Status: http.StatusBadGateway, Message: "Invalid downstream result: " + reason, Data: data}
+}
+
+// mirrors reports whether the server's calls carry Mcp-Param-* headers:
+// a Streamable HTTP downstream of the 2026-07-28 era.
+func (d *downstream) mirrors() bool {
+	if d.cfg.Stdio() {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.info.Modern
+}
+
+// maxSafeInteger is 2^53-1: the integers every JSON reader agrees on.
+const maxSafeInteger = 1<<53 - 1
+
+// paramHeaders computes the Mcp-Param-* headers of a call from its
+// checked arguments (decision 8): a string plain when it is visible ASCII
+// without surrounding space and not sentinel-like, else the base64
+// sentinel; an integer in decimal within ±(2^53-1); a boolean as
+// true/false; an absent or null argument sends no header. Each decision
+// is returned for the audit by header name, never with the value.
+func paramHeaders(mirrors []admit.Mirror, args jsontext.Value) ([]upstream.Param, []audit.Header, error) {
+	if len(mirrors) == 0 {
+		return nil, nil, nil
+	}
+	var root any
+	if err := json.Unmarshal(args, &root); err != nil {
+		return nil, nil, tool.NewArgumentError("arguments are not valid JSON")
+	}
+	var (
+		params    []upstream.Param
+		decisions []audit.Header
+	)
+	for _, m := range mirrors {
+		name := "Mcp-Param-" + m.Header
+		v, ok := lookupPath(root, m.Path)
+		if !ok || v == nil {
+			decisions = append(decisions, audit.Header{Name: name, Encoding: "omitted"})
+			continue
+		}
+		var value, encoding string
+		switch x := v.(type) {
+		case string:
+			value = upstream.HeaderValue(x)
+			encoding = "plain"
+			if value != x {
+				encoding = "base64"
+			}
+		case bool:
+			value, encoding = strconv.FormatBool(x), "plain"
+		case float64:
+			if x != math.Trunc(x) || math.Abs(x) > maxSafeInteger {
+				return nil, nil, tool.NewArgumentError(fmt.Sprintf("arguments: %s is mirrored into a header and must be an integer within ±(2^53-1)", problem.Quote(strings.Join(m.Path, "."))))
+			}
+			value, encoding = strconv.FormatInt(int64(x), 10), "plain"
+		default:
+			// The schema admitted only string, integer and boolean
+			// mirrors, and the arguments passed it.
+			return nil, nil, tool.NewArgumentError(fmt.Sprintf("arguments: %s has a type that cannot be mirrored into a header", problem.Quote(strings.Join(m.Path, "."))))
+		}
+		params = append(params, upstream.Param{Name: m.Header, Value: value})
+		decisions = append(decisions, audit.Header{Name: name, Encoding: encoding})
+	}
+	return params, decisions, nil
+}
+
+// Mirrored is one argument a tool mirrors into a header, as a client's
+// request must carry it: Value is the decoded header value (the string
+// itself, an integer in decimal, true or false); Absent when the argument
+// is absent or null, which sends no header.
+type Mirrored struct {
+	Name   string // after Mcp-Param-
+	Value  string
+	Absent bool
+}
+
+// MirroredParams returns what a 2026-07-28 client's tools/call of the
+// qualified name with params must carry in Mcp-Param-* headers; nothing
+// for a tool the catalog does not offer or params that do not parse
+// (the call is refused for them, not for its headers).
+func (g *Gateway) MirroredParams(name string, params jsontext.Value) []Mirrored {
+	t, ok := g.catalog.Snapshot().Lookup(name)
+	if !ok || len(t.Mirrors) == 0 {
+		return nil
+	}
+	var p struct {
+		Arguments map[string]any `json:"arguments"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return nil
+	}
+	out := make([]Mirrored, 0, len(t.Mirrors))
+	for _, m := range t.Mirrors {
+		v, ok := lookupPath(p.Arguments, m.Path)
+		r := Mirrored{Name: m.Header, Absent: !ok || v == nil}
+		switch x := v.(type) {
+		case string:
+			r.Value = x
+		case bool:
+			r.Value = strconv.FormatBool(x)
+		case float64:
+			r.Value = strconv.FormatFloat(x, 'f', -1, 64)
+		case nil:
+		default:
+			continue // not a mirrorable value: the schema refuses the call
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// lookupPath follows a property path through decoded objects.
+func lookupPath[T any](root T, path []string) (any, bool) {
+	var v any = root
+	for _, p := range path {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = obj[p]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
 }
 
 // errCallTimeout is the cause of the per-call deadline.

@@ -316,6 +316,26 @@ func (x *exchange) headersAgree(m *jsonrpc.Message) (int, *jsonrpc.Error) {
 		if len(h.Values(hdrName)) != 1 || !ok || got != *p.Name {
 			return mismatch("the Mcp-Name header does not match params.name")
 		}
+		// Each argument the tool mirrors must arrive in its
+		// Mcp-Param-* header, equal to the body (decision 8): an
+		// intermediary that routes by header must see what the tool
+		// will act on.
+		for _, want := range x.s.g.MirroredParams(*p.Name, m.Params) {
+			key := "Mcp-Param-" + want.Name
+			vals := h.Values(key)
+			switch {
+			case want.Absent && len(vals) == 0:
+			case want.Absent:
+				return mismatch("the " + key + " header is present, and the argument it mirrors is not")
+			case len(vals) != 1:
+				return mismatch("the " + key + " header is missing or repeated")
+			default:
+				got, ok := decodeHeaderValue(vals[0])
+				if !ok || got != want.Value {
+					return mismatch("the " + key + " header does not match the argument it mirrors")
+				}
+			}
+		}
 	}
 	return 0, nil
 }

@@ -103,6 +103,13 @@ type outgoing struct {
 	// identity is the caller's, for an HTTP downstream's identity
 	// headers; nil for the gateway's own requests.
 	identity *Identity
+	// params are the Mcp-Param-* headers of a 2026-07-28 tools/call.
+	params []Param
+}
+
+// Param is one Mcp-Param-<Name> header, its value already encoded.
+type Param struct {
+	Name, Value string
 }
 
 // Identity is who a call is made for, as an HTTP downstream is told in
@@ -132,6 +139,9 @@ type CallOptions struct {
 	Name string
 	// Identity, when set, is sent to an HTTP downstream.
 	Identity *Identity
+	// Params are sent as Mcp-Param-* headers to a 2026-07-28 HTTP
+	// downstream.
+	Params []Param
 }
 
 // Client speaks MCP to one downstream connection. It is safe for
@@ -308,7 +318,7 @@ func (c *Client) roundTrip(ctx context.Context, method string, params []byte, me
 		msg = append(msg, params...)
 	}
 	msg = append(msg, '}')
-	out := outgoing{msg: msg, method: method, name: opts.Name, id: id, identity: opts.Identity}
+	out := outgoing{msg: msg, method: method, name: opts.Name, id: id, identity: opts.Identity, params: opts.Params}
 
 	// A transport whose send returns only once the answer is delivered
 	// (HTTP: the response carries it) is called on this goroutine, which

@@ -292,6 +292,9 @@ func (t *httpTransport) send(ctx context.Context, out outgoing) error {
 			if out.name != "" {
 				req.Header.Set("Mcp-Name", HeaderValue(out.name))
 			}
+			for _, p := range out.params {
+				req.Header.Set("Mcp-Param-"+p.Name, p.Value)
+			}
 		}
 	} else if out.method == "server/discover" {
 		req.Header.Set("MCP-Protocol-Version", mcp.V20260728)
