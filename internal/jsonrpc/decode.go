@@ -50,7 +50,18 @@ var decoders = sync.Pool{New: func() any {
 // a single -32700 item without id; a well-formed frame that is not a valid
 // request yields a -32600 item, with the id echoed only when it was itself
 // valid. An empty batch is a single -32600.
-func DecodeFrame(b []byte) Frame {
+func DecodeFrame(b []byte) Frame { return decodeFrame(b, false) }
+
+// DecodeFrameResults is DecodeFrame for a client reading its peer's
+// answers: a repeated member name inside a response's result does not
+// make the frame invalid. The result is kept raw for its reader, which
+// must parse it strictly, so that one bad element of a list (a tool
+// descriptor with a repeated member) can be refused on its own instead
+// of failing the whole page. Everywhere else — the envelope, params,
+// error — a repeated name is the parse error it is for DecodeFrame.
+func DecodeFrameResults(b []byte) Frame { return decodeFrame(b, true) }
+
+func decodeFrame(b []byte, lenientResults bool) Frame {
 	if !nestingWithin(b, MaxNesting) {
 		return single(nil, parseError("nesting too deep"))
 	}
@@ -65,11 +76,13 @@ func DecodeFrame(b []byte) Frame {
 	}()
 	dec.br.Reset(b)
 	d := dec.d
-	d.Reset(&dec.br)
+	// Reset also sets the options: DecodeFrameResults reads repeated names,
+	// and decodeObject then keeps them out of all but a result.
+	d.Reset(&dec.br, jsontext.AllowDuplicateNames(lenientResults))
 
 	switch d.PeekKind() {
 	case '{':
-		msg, perr, verr := decodeObject(d)
+		msg, perr, verr := decodeObject(d, lenientResults)
 		if perr != nil {
 			return single(nil, perr)
 		}
@@ -86,7 +99,7 @@ func DecodeFrame(b []byte) Frame {
 		if !atEOF(d) {
 			return single(nil, parseError("trailing data after the message"))
 		}
-		return decodeBatch(v)
+		return decodeBatch(v, lenientResults)
 	default:
 		if _, err := d.ReadValue(); err != nil || !atEOF(d) {
 			return single(nil, parseError("invalid JSON"))
@@ -112,9 +125,9 @@ func atEOF(d *jsontext.Decoder) bool {
 	return errors.Is(err, io.EOF)
 }
 
-func decodeBatch(v jsontext.Value) Frame {
+func decodeBatch(v jsontext.Value, lenientResults bool) Frame {
 	f := Frame{Batch: true}
-	d := jsontext.NewDecoder(bytes.NewReader(v))
+	d := jsontext.NewDecoder(bytes.NewReader(v), jsontext.AllowDuplicateNames(lenientResults))
 	if _, err := d.ReadToken(); err != nil { // '['
 		return single(nil, parseError("invalid JSON"))
 	}
@@ -126,7 +139,7 @@ func decodeBatch(v jsontext.Value) Frame {
 			f.Items = append(f.Items, Item{Err: invalid(ID{}, "a message must be a JSON object")})
 			continue
 		}
-		msg, perr, verr := decodeObject(d)
+		msg, perr, verr := decodeObject(d, lenientResults)
 		if perr != nil {
 			return single(nil, perr)
 		}
@@ -151,8 +164,10 @@ const (
 // decodeObject reads one message object. perr is a parse error (the frame
 // is not strict JSON); otherwise verr, if set, is the envelope violation
 // found first. The whole object is always read, so a later syntax error
-// still wins over an earlier envelope violation.
-func decodeObject(d *jsontext.Decoder) (msg *Message, perr, verr *Error) {
+// still wins over an earlier envelope violation. With lenientResults the
+// decoder d allows repeated names, and uniqueness is checked here for
+// everything but the contents of "result".
+func decodeObject(d *jsontext.Decoder, lenientResults bool) (msg *Message, perr, verr *Error) {
 	if _, err := d.ReadToken(); err != nil {
 		return nil, parseError("invalid JSON"), nil
 	}
@@ -162,7 +177,11 @@ func decodeObject(d *jsontext.Decoder) (msg *Message, perr, verr *Error) {
 		why     string
 		idValid = true
 		rawID   []byte
+		names   map[string]bool // with lenientResults
 	)
+	if lenientResults {
+		names = map[string]bool{}
+	}
 	violate := func(s string) {
 		if why == "" {
 			why = s
@@ -186,6 +205,12 @@ func decodeObject(d *jsontext.Decoder) (msg *Message, perr, verr *Error) {
 		val, err := d.ReadValue()
 		if err != nil {
 			return nil, parseError("invalid JSON"), nil
+		}
+		if lenientResults {
+			if names[name] || (name != "result" && !val.IsValid()) {
+				return nil, parseError("invalid JSON"), nil // a repeated name, as the strict decoder says
+			}
+			names[name] = true
 		}
 		switch name {
 		case "jsonrpc":

@@ -176,7 +176,11 @@ type nextCursor struct {
 // element kept raw, judged later one by one), nextCursor absent, null or
 // a string. Other members are ignored.
 func parsePage(raw jsontext.Value) ([]jsontext.Value, *nextCursor, error) {
-	d := jsontext.NewDecoder(bytes.NewReader(raw))
+	// Repeated names are allowed while reading, so that a descriptor
+	// with a repeated member reaches admission, which rejects it alone
+	// (decision 1); the page's own members are kept unique here, and
+	// everything but the descriptors is read strictly.
+	d := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true))
 	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil, nil, ErrMalformed
 	}
@@ -184,6 +188,7 @@ func parsePage(raw jsontext.Value) ([]jsontext.Value, *nextCursor, error) {
 		tools    []jsontext.Value
 		hasTools bool
 		next     *nextCursor
+		names    = map[string]bool{}
 	)
 	for d.PeekKind() != '}' {
 		tok, err := d.ReadToken()
@@ -191,6 +196,10 @@ func parsePage(raw jsontext.Value) ([]jsontext.Value, *nextCursor, error) {
 			return nil, nil, ErrMalformed
 		}
 		name := tok.String()
+		if names[name] {
+			return nil, nil, fmt.Errorf("%w: the member %q is repeated", ErrMalformed, truncateName(name))
+		}
+		names[name] = true
 		switch name {
 		case "tools":
 			hasTools = true
@@ -224,7 +233,8 @@ func parsePage(raw jsontext.Value) ([]jsontext.Value, *nextCursor, error) {
 				return nil, nil, fmt.Errorf("%w: nextCursor is neither a string nor null", ErrMalformed)
 			}
 		default:
-			if err := d.SkipValue(); err != nil {
+			v, err := d.ReadValue()
+			if err != nil || !v.IsValid() {
 				return nil, nil, ErrMalformed
 			}
 		}
@@ -233,6 +243,13 @@ func parsePage(raw jsontext.Value) ([]jsontext.Value, *nextCursor, error) {
 		return nil, nil, fmt.Errorf("%w: no tools member", ErrMalformed)
 	}
 	return tools, next, nil
+}
+
+func truncateName(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }
 
 // jsonUnquote decodes a JSON string value.

@@ -138,3 +138,22 @@ func TestTraceHidesCursorValues(t *testing.T) {
 		t.Errorf("trace %s", b)
 	}
 }
+
+// TestParsePageRepeatedNames: a descriptor with a repeated member is kept
+// raw for admission to reject alone; a page whose own members repeat is
+// malformed.
+func TestParsePageRepeatedNames(t *testing.T) {
+	tools, _, err := parsePage(jsontext.Value(`{"tools":[{"name":"a","name":"a"},{"name":"b"}]}`))
+	if err != nil || len(tools) != 2 || string(tools[0]) != `{"name":"a","name":"a"}` {
+		t.Fatalf("%v %s", err, tools)
+	}
+	for _, page := range []string{
+		`{"tools":[],"tools":[]}`,
+		`{"tools":[],"nextCursor":"a","nextCursor":null}`,
+		`{"tools":[],"_meta":{"x":1,"x":2}}`,
+	} {
+		if _, _, err := parsePage(jsontext.Value(page)); err == nil {
+			t.Errorf("%s: accepted", page)
+		}
+	}
+}

@@ -437,7 +437,9 @@ func (c *Client) InFlight() int {
 // downstream sends can fail the client: what is not a well-formed message
 // is counted, logged and dropped.
 func (c *Client) deliver(frame []byte) {
-	f := jsonrpc.DecodeFrame(frame)
+	// Results are read as raw values: each reader parses its own strictly
+	// (see jsonrpc.DecodeFrameResults).
+	f := jsonrpc.DecodeFrameResults(frame)
 	for _, it := range f.Items {
 		if it.Err != nil {
 			c.stats.Garbage.Add(1)
