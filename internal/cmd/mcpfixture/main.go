@@ -24,6 +24,8 @@
 //	                   read again on every tools/list; SIGHUP sends
 //	                   notifications/tools/list_changed, so a test can
 //	                   change the list after the first listing
+//	FIXTURE_PIDFILE    a file the process writes its pid to at start (for
+//	                   the test's SIGHUP)
 //
 // Tools, whatever they are named in FIXTURE_TOOLS, behave by name:
 // echo (returns its arguments), slow (sleeps arguments.ms), hang (until
@@ -67,7 +69,8 @@ type server struct {
 	pages   string
 	version string
 	name    string
-	descs   string // FIXTURE_DESCRIPTORS
+	descs   string   // FIXTURE_DESCRIPTORS
+	listed  []string // what the current listing read of it, under mu
 
 	cancelled sync.Map // id (raw) → chan struct{}
 	subs      []string // the raw ids of open subscriptions/listen requests, under mu
@@ -83,6 +86,12 @@ func main() {
 		version: os.Getenv("FIXTURE_VERSION"),
 		name:    envOr("FIXTURE_NAME", "mcpfixture"),
 		descs:   os.Getenv("FIXTURE_DESCRIPTORS"),
+	}
+	if p := os.Getenv("FIXTURE_PIDFILE"); p != "" {
+		if err := os.WriteFile(p, []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, "mcpfixture:", err)
+			os.Exit(2)
+		}
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -229,19 +238,30 @@ func (s *server) list(m msg) {
 	}
 	s.mu.Unlock()
 	if s.descs != "" {
-		b, err := os.ReadFile(s.descs)
-		var raw []json.RawMessage
-		if err == nil {
-			err = json.Unmarshal(b, &raw)
+		// Read again at the start of every listing; the later pages of
+		// one listing use what its first page read.
+		s.mu.Lock()
+		cached := s.listed
+		s.mu.Unlock()
+		if p.Cursor == nil || cached == nil {
+			b, err := os.ReadFile(s.descs)
+			var raw []json.RawMessage
+			if err == nil {
+				err = json.Unmarshal(b, &raw)
+			}
+			if err != nil {
+				s.fail(m.ID, -32603, "FIXTURE_DESCRIPTORS: "+err.Error())
+				return
+			}
+			cached = make([]string, len(raw))
+			for i, r := range raw {
+				cached[i] = string(r)
+			}
+			s.mu.Lock()
+			s.listed = cached
+			s.mu.Unlock()
 		}
-		if err != nil {
-			s.fail(m.ID, -32603, "FIXTURE_DESCRIPTORS: "+err.Error())
-			return
-		}
-		tools = tools[:0]
-		for _, r := range raw {
-			tools = append(tools, string(r))
-		}
+		tools = cached
 	}
 	page := func(descs []string, next string) {
 		body := `{"tools":[` + strings.Join(descs, ",") + `]`
