@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -443,5 +444,67 @@ func TestAdmissionOutputValidation(t *testing.T) {
 	}
 	if got := r.calledTools(); !slices.Equal(got, []string{"array", "echo"}) {
 		t.Errorf("calls: %v", got)
+	}
+}
+
+// TestAdmissionParamHeaders: a gateway in front of another over
+// 2026-07-28 HTTP computes Mcp-Param-* from the body — a non-ASCII value
+// as the base64 sentinel — and the inner gateway, which refuses a call
+// whose headers disagree with its body, lets it through to the
+// downstream; a forged header sent straight to the inner gateway is
+// refused before the downstream hears of it. The outer audit names each
+// header and its encoding, never the value.
+func TestAdmissionParamHeaders(t *testing.T) {
+	innerMark, mark := newMark(), newMark()
+	r := newRig(t, "pin", tool("geo", "Looks a region up.",
+		`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"limit":{"type":"integer","x-mcp-header":"Limit"}}}`))
+	r.mark = innerMark
+	inner := r.start()
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	outer := startGateway(t, mark, fmt.Sprintf("  - name: in\n    url: %s\n", inner.url), fmt.Sprintf("audit: {file: %q}\n", auditPath))
+	const region = "Zürich-Süd"
+	sentinel := "=?base64?" + base64.StdEncoding.EncodeToString([]byte(region)) + "?="
+	args := map[string]any{"region": region, "limit": 5}
+	// The outer gateway holds its own clients to the same rule.
+	if code, _ := errorOf(t, outer.call("in.fx.geo", args).msg(t)); code != -32020 {
+		t.Errorf("a call without its Mcp-Param-* headers: %d", code)
+	}
+	h := modernHeaders("tools/call", "in.fx.geo")
+	h["Mcp-Param-Region"], h["Mcp-Param-Limit"] = sentinel, "5"
+	if res := outer.mustPost(h, modernBody(1, "tools/call", map[string]any{"name": "in.fx.geo", "arguments": args})); res.msg(t)["result"] == nil {
+		t.Fatalf("through two gateways: %s", res.body)
+	}
+	if got := r.calledTools(); !slices.Equal(got, []string{"geo"}) {
+		t.Fatalf("the downstream received %v", got)
+	}
+	// Straight to the inner gateway with a header that disagrees.
+	h = modernHeaders("tools/call", "fx.geo")
+	h["Mcp-Param-Region"] = "Basel"
+	h["Mcp-Param-Limit"] = "5"
+	res := inner.mustPost(h, modernBody(2, "tools/call", map[string]any{"name": "fx.geo", "arguments": map[string]any{"region": region, "limit": 5}}))
+	if code, _ := errorOf(t, res.msg(t)); code != -32020 || res.status != 400 {
+		t.Errorf("a forged Mcp-Param-Region: HTTP %d %s", res.status, res.body)
+	}
+	delete(h, "Mcp-Param-Limit")
+	h["Mcp-Param-Region"] = sentinel
+	res = inner.mustPost(h, modernBody(3, "tools/call", map[string]any{"name": "fx.geo", "arguments": map[string]any{"region": region, "limit": 5}}))
+	if code, _ := errorOf(t, res.msg(t)); code != -32020 {
+		t.Errorf("a missing Mcp-Param-Limit: HTTP %d %s", res.status, res.body)
+	}
+	if got := r.calledTools(); len(got) != 1 {
+		t.Errorf("refused calls reached the downstream: %v", got)
+	}
+	b, err := os.ReadFile(auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit := string(b)
+	if !strings.Contains(audit, `{"name":"Mcp-Param-Region","encoding":"base64"}`) || !strings.Contains(audit, `{"name":"Mcp-Param-Limit","encoding":"plain"}`) {
+		t.Errorf("the audit does not record the header decisions: %s", audit)
+	}
+	for _, v := range []string{region, sentinel[len("=?base64?") : len(sentinel)-2], "Z\\u00fcrich"} {
+		if strings.Contains(audit, v) {
+			t.Errorf("the audit holds the value %q", v)
+		}
 	}
 }
