@@ -24,11 +24,19 @@ type Admission struct {
 	SensitiveNames []string `yaml:"sensitive_names"`
 }
 
-// Ledger is the ledger's location.
+// Ledger is the ledger's location: a bbolt file (the default), or a
+// PostgreSQL database that several replicas share.
 type Ledger struct {
 	// File is a bbolt file; relative to StateDir. Default ledger.db.
 	File string `yaml:"file"`
+	// PostgresDSNEnv names the environment variable holding the
+	// PostgreSQL connection string (never written in the file: it may
+	// hold a password).
+	PostgresDSNEnv string `yaml:"postgres_dsn_env"`
 }
+
+// Shared reports whether the ledger is PostgreSQL, shared by replicas.
+func (l Ledger) Shared() bool { return l.PostgresDSNEnv != "" }
 
 // LedgerPath is the ledger file's path.
 func (c *Config) LedgerPath() string { return c.statePath(c.Admission.Ledger.File) }
@@ -60,7 +68,7 @@ func (c *Config) admissionDefaults() {
 	if a.HeaderMirroring == "" {
 		a.HeaderMirroring = "strict"
 	}
-	if a.Ledger.File == "" {
+	if a.Ledger.File == "" && a.Ledger.PostgresDSNEnv == "" {
 		a.Ledger.File = "ledger.db"
 	}
 	if a.SensitiveNames == nil {
@@ -87,7 +95,16 @@ func (v *validator) admission(c *Config) {
 	if strings.ContainsRune(c.StateDir, 0) {
 		v.fail("state_dir", "is not a path")
 	}
-	if f := a.Ledger.File; strings.ContainsRune(f, 0) || strings.HasSuffix(f, "/") {
+	switch l := a.Ledger; {
+	case l.File != "" && l.PostgresDSNEnv != "":
+		v.fail("admission.ledger", "file and postgres_dsn_env exclude each other")
+	case l.PostgresDSNEnv != "" && !envName.MatchString(l.PostgresDSNEnv):
+		v.fail("admission.ledger.postgres_dsn_env", "must be an environment variable name")
+	case l.PostgresDSNEnv != "":
+		if dsn, ok := v.getenv(l.PostgresDSNEnv); !ok || dsn == "" {
+			v.fail("admission.ledger.postgres_dsn_env", "%s is not set in the environment", l.PostgresDSNEnv)
+		}
+	case strings.ContainsRune(l.File, 0) || strings.HasSuffix(l.File, "/"):
 		v.fail("admission.ledger.file", "must be a file path")
 	}
 	for i, s := range c.Servers {

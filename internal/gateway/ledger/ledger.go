@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/admit"
 )
@@ -57,7 +58,7 @@ func Open(path string, wait time.Duration) (*Bolt, error) {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: wait})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, ErrLocked
 	}
 	if err != nil {

@@ -1,0 +1,184 @@
+package ledger_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	bolt "go.etcd.io/bbolt"
+	"go.uber.org/goleak"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
+	"github.com/mcp-bastion/bastion/internal/pgcluster/pgtest"
+)
+
+// TestMain shares one throwaway PostgreSQL cluster among the package's
+// tests and stops it at the end.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Runner(m)) }
+
+// newDSN creates a fresh database for t and returns the ordinary login
+// role's connection string for it. The role gets CREATE on schema public
+// (PostgreSQL 15 leaves it to the owner), as a deployment that lets the
+// gateway create its table would grant.
+func newDSN(t *testing.T) string {
+	t.Helper()
+	db := pgtest.NewDB(t)
+	db.Exec(t, "GRANT CREATE ON SCHEMA public TO "+pgx.Identifier{db.Cluster.User()}.Sanitize())
+	return db.DSN()
+}
+
+// openPostgres opens the ledger in dsn and closes it when t ends.
+func openPostgres(t *testing.T, dsn string) *ledger.Postgres {
+	t.Helper()
+	s, err := ledger.OpenPostgres(t.Context(), dsn)
+	if err != nil {
+		t.Fatal("OpenPostgres:", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error("Close:", err)
+		}
+	})
+	return s
+}
+
+func TestPostgres(t *testing.T) {
+	dsn := perTest(newDSN)
+	testStore(t, func(t *testing.T) ledger.Store {
+		t.Helper()
+		return openPostgres(t, dsn(t))
+	})
+}
+
+// TestPostgresReplicas: gateways sharing a ledger are separate pools on
+// one database; their admissions of one server and reviewers' updates
+// through either take turns.
+func TestPostgresReplicas(t *testing.T) {
+	dsn := newDSN(t)
+	hammer(t, []ledger.Store{openPostgres(t, dsn), openPostgres(t, dsn), openPostgres(t, dsn)})
+}
+
+// TestPostgresConcurrentOpen: replicas starting together on an empty
+// database all open it; one of them creates the table.
+func TestPostgresConcurrentOpen(t *testing.T) {
+	dsn := newDSN(t)
+	const n = 8
+	stores := make([]*ledger.Postgres, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { stores[i], errs[i] = ledger.OpenPostgres(t.Context(), dsn) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("opener %d: %v", i, err)
+			continue
+		}
+		t.Cleanup(func() { _ = stores[i].Close() })
+	}
+	if !t.Failed() {
+		put(t, stores[0], "srv", rec("srv.a", ""))
+		wantAll(t, stores[n-1], rec("srv.a", ""))
+	}
+}
+
+// TestPostgresExistingTable: a role that may read and write the table an
+// administrator created, but not create anything, opens the ledger.
+func TestPostgresExistingTable(t *testing.T) {
+	db := pgtest.NewDB(t)
+	role := pgx.Identifier{db.Cluster.User()}.Sanitize()
+	db.Exec(t, "GRANT CREATE ON SCHEMA public TO "+role)
+	openPostgres(t, db.DSN()).Close()
+	db.Exec(t, "REVOKE CREATE ON SCHEMA public FROM "+role)
+	s := openPostgres(t, db.DSN())
+	put(t, s, "srv", rec("srv.a", ""))
+	wantAll(t, s, rec("srv.a", ""))
+}
+
+// TestPostgresSameBytesAsBolt: both stores hold a record as the same
+// bytes, so the canonical descriptor in it — a digest's preimage — is not
+// rewritten by either.
+func TestPostgresSameBytesAsBolt(t *testing.T) {
+	r := rec("srv.a", "r")
+
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	b, err := ledger.Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, b, "srv", r)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromBolt []byte
+	err = raw.View(func(tx *bolt.Tx) error {
+		fromBolt = append([]byte(nil), tx.Bucket([]byte("tools")).Get([]byte(r.Qualified))...)
+		return nil
+	})
+	if cerr := raw.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dsn := newDSN(t)
+	put(t, openPostgres(t, dsn), "srv", r)
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	var fromPG []byte
+	var server string
+	if err := conn.QueryRow(t.Context(), `SELECT record, server FROM bastion_ledger WHERE qualified = $1`, r.Qualified).Scan(&fromPG, &server); err != nil {
+		t.Fatal(err)
+	}
+	if len(fromBolt) == 0 || string(fromPG) != string(fromBolt) {
+		t.Errorf("record bytes differ:\npostgres %s\n    bolt %s", fromPG, fromBolt)
+	}
+	if !strings.Contains(string(fromPG), `1e+30`) {
+		t.Errorf("descriptor rewritten: %s", fromPG)
+	}
+	if server != "srv" {
+		t.Errorf("server column = %q", server)
+	}
+}
+
+// TestPostgresSecretNotInErrors: a connection string may carry a
+// password; no error of OpenPostgres shows it, whether the string does
+// not parse or the server cannot be reached.
+func TestPostgresSecretNotInErrors(t *testing.T) {
+	const secret = "s3cr3t-pw"
+	for _, tc := range []struct{ name, dsn string }{
+		{"bad URL", "postgres://user:" + secret + "@[::1:5432/db"},
+		{"bad URL escape", "postgres://user:" + secret + "%zz@localhost/db"},
+		{"unterminated quote", "host=localhost password='" + secret},
+		{"bad port", "host=localhost port=x password=" + secret},
+		{"unreachable socket", "host=/nonexistent/bastion port=1 user=u dbname=d connect_timeout=2 password=" + secret},
+		{"unreachable URL", "postgres://u:" + secret + "@127.0.0.1:1/d?sslmode=disable&connect_timeout=2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			s, err := ledger.OpenPostgres(ctx, tc.dsn)
+			if err == nil {
+				_ = s.Close()
+				t.Fatal("OpenPostgres succeeded")
+			}
+			if msg := err.Error(); strings.Contains(msg, secret) || !strings.HasPrefix(msg, "ledger: ") {
+				t.Errorf("error %q", msg)
+			}
+			t.Log(err)
+		})
+	}
+}
