@@ -12,6 +12,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mcp-bastion/bastion/internal/pgcluster/pgtest"
 )
 
 // The admission gate end to end: the real gateway in front of fixture
@@ -506,5 +510,44 @@ func TestAdmissionParamHeaders(t *testing.T) {
 		if strings.Contains(audit, v) {
 			t.Errorf("the audit holds the value %q", v)
 		}
+	}
+}
+
+// TestAdmissionSharedLedger: two replicas on one PostgreSQL ledger. A
+// descriptor both discover waits for review on both; approving it through
+// one replica's socket offers it on the other within seconds, with no
+// restart and no listing of the downstream in between.
+func TestAdmissionSharedLedger(t *testing.T) {
+	db := pgtest.NewDB(t)
+	db.Exec(t, "GRANT CREATE ON SCHEMA public TO "+pgx.Identifier{db.Cluster.User()}.Sanitize())
+	dsnEnv := "E2E_LEDGER_DSN=" + db.DSN()
+	desc := tool("shared", "One tool, two replicas.", objectSchema)
+	a := newRig(t, "review", desc)
+	a.extra = "admission: {first_use: review, ledger: {postgres_dsn_env: E2E_LEDGER_DSN}}\n"
+	b := newRig(t, "review", desc)
+	b.extra = a.extra
+	ga := startGatewayWith(t, a.mark, a.config(), dsnEnv)
+	gb := startGatewayWith(t, b.mark, b.config(), dsnEnv)
+	if len(ga.tools()) != 0 || len(gb.tools()) != 0 {
+		t.Fatal("offered before review")
+	}
+	out, errOut, code := runBastion(t, baseEnv(dsnEnv), "admit", "--config", a.configFile(), "review", "list")
+	if code != 0 {
+		t.Fatalf("review list: %d %s", code, errOut)
+	}
+	var digest string
+	for line := range strings.SplitSeq(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 4 && f[2] == "fx.shared" {
+			digest = f[3]
+		}
+	}
+	if _, errOut, code := runBastion(t, baseEnv(dsnEnv), "admit", "--config", a.configFile(), "review", "approve", "fx.shared",
+		"--digest", digest, "--by", "alice"); code != 0 {
+		t.Fatalf("approve %q: %d %s", digest, code, errOut)
+	}
+	eventually(t, "offered on the replica that was approved through", func() bool { return len(ga.tools()) == 1 })
+	eventually(t, "offered on the other replica", func() bool { return len(gb.tools()) == 1 })
+	if res := gb.call("fx.shared", map[string]any{}); res.msg(t)["result"] == nil {
+		t.Fatalf("call on the other replica: %s", res.body)
 	}
 }

@@ -82,7 +82,18 @@ func admitCmd(ctx context.Context, args []string, e env) int {
 		fmt.Fprintln(e.stderr, "bastion admit: --config FILE is required")
 		return exitUsage
 	}
-	cfg, err := gwconfig.Load(*path, lookupIn(e.environ))
+	getenv := lookupIn(e.environ)
+	if *dir == "" {
+		// Review starts no server: the credentials its configuration
+		// refers to need not be in the reviewer's environment.
+		getenv = func(name string) (string, bool) {
+			if v, ok := lookupIn(e.environ)(name); ok {
+				return v, true
+			}
+			return "unset-for-review", true
+		}
+	}
+	cfg, err := gwconfig.Load(*path, getenv)
 	if err != nil {
 		fmt.Fprintln(e.stderr, "bastion admit: invalid configuration:")
 		for _, line := range splitJoined(err) {
@@ -122,7 +133,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // admitEvidence is one discovery and admission, and its bundle.
 func admitEvidence(ctx context.Context, cfg *gwconfig.Config, dir string, e env) int {
-	store, err := ledger.Open(cfg.LedgerPath(), time.Second)
+	store, err := openLedger(ctx, cfg, e.environ)
 	if errors.Is(err, ledger.ErrLocked) {
 		fmt.Fprintf(e.stderr, "bastion admit: a gateway runs on this state directory; its evidence is kept current in %s\n", cfg.EvidenceDir())
 		return exitFailure
@@ -196,7 +207,7 @@ func admitEvidence(ctx context.Context, cfg *gwconfig.Config, dir string, e env)
 
 // admitReview runs one review command.
 func admitReview(ctx context.Context, cfg *gwconfig.Config, args []string, digest, by string, asJSON bool, e env) int {
-	svc, done, err := reviewService(ctx, cfg)
+	svc, done, err := reviewService(ctx, cfg, e.environ)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "bastion admit: %v\n", err)
 		return exitFailure
@@ -269,11 +280,11 @@ func admitReview(ctx context.Context, cfg *gwconfig.Config, args []string, diges
 
 // reviewService is the running gateway's review when one answers on the
 // socket, else review on the ledger file.
-func reviewService(ctx context.Context, cfg *gwconfig.Config) (review.Service, func(), error) {
+func reviewService(ctx context.Context, cfg *gwconfig.Config, environ []string) (review.Service, func(), error) {
 	if c, err := review.Dial(ctx, cfg.ReviewSocket()); err == nil {
 		return c, func() {}, nil
 	}
-	store, err := ledger.Open(cfg.LedgerPath(), time.Second)
+	store, err := openLedger(ctx, cfg, environ)
 	if errors.Is(err, ledger.ErrLocked) {
 		return nil, nil, fmt.Errorf("the ledger is locked by a gateway whose review socket (%s) does not answer", cfg.ReviewSocket())
 	}
@@ -295,4 +306,21 @@ func writeJSON(w io.Writer, v any) {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// openLedger opens the configured ledger: the bbolt file (waiting a
+// second for another process's lock), or the shared PostgreSQL database
+// whose connection string is in the variable the configuration names.
+func openLedger(ctx context.Context, cfg *gwconfig.Config, environ []string) (ledger.Store, error) {
+	l := cfg.Admission.Ledger
+	if !l.Shared() {
+		return ledger.Open(cfg.LedgerPath(), time.Second)
+	}
+	dsn, ok := lookupIn(environ)(l.PostgresDSNEnv)
+	if !ok || dsn == "" {
+		return nil, fmt.Errorf("admission.ledger.postgres_dsn_env: %s is not set in the environment", l.PostgresDSNEnv)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return ledger.OpenPostgres(cctx, dsn)
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	gwconfig "github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/gateway/front"
-	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
 	"github.com/mcp-bastion/bastion/internal/gateway/metrics"
 	"github.com/mcp-bastion/bastion/internal/gateway/policy"
 	"github.com/mcp-bastion/bastion/internal/gateway/review"
@@ -126,7 +125,7 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 		return exitFailure
 	}
 	defer sink.Close()
-	store, err := ledger.Open(cfg.LedgerPath(), time.Second)
+	store, err := openLedger(ctx, cfg, e.environ)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "bastion gateway: %v\n", err)
 		return exitFailure

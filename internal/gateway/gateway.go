@@ -82,6 +82,11 @@ type downstream struct {
 	trace   []discover.Page
 	lastErr string
 	info    upstream.Info // the last handshake's
+
+	// judgeMu orders the catalog updates of this server: a walk's, and
+	// a shared ledger's re-read of the descriptors it last found.
+	judgeMu   sync.Mutex
+	lastTools []jsontext.Value // under judgeMu; nil before a complete walk
 }
 
 // New builds the gateway for cfg; Start connects it.
@@ -155,6 +160,41 @@ func (g *Gateway) Start() {
 	if r := g.cfg.Discovery.Refresh.D(); r > 0 {
 		g.wg.Add(1)
 		go g.refresh(r)
+	}
+	if g.cfg.Admission.Ledger.Shared() {
+		g.wg.Add(1)
+		go g.reread(sharedLedgerReread)
+	}
+}
+
+// sharedLedgerReread is how often a gateway on a shared ledger judges its
+// servers' descriptors again, so that an approval made through another
+// replica takes effect here within seconds (decision 15).
+var sharedLedgerReread = 3 * time.Second
+
+// reread judges every server's last complete list against the ledger
+// again, each interval, without listing the servers again.
+func (g *Gateway) reread(every time.Duration) {
+	defer g.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.ctx.Done():
+			return
+		case <-t.C:
+			for _, name := range g.order {
+				d := g.servers[name]
+				d.judgeMu.Lock()
+				if d.lastTools != nil && d.conn != nil && d.conn.Connected() {
+					if err := g.catalog.Update(d.catalogServer(), d.lastTools); err != nil {
+						g.log.Warn("the shared ledger could not be read; none of the server's tools is offered",
+							slog.String("server", name), slog.String("error", err.Error()))
+					}
+				}
+				d.judgeMu.Unlock()
+			}
+		}
 	}
 }
 
@@ -273,11 +313,20 @@ func (d *downstream) state(s upstream.State, c *upstream.Client) {
 		d.mu.Lock()
 		d.settled, d.lastErr = true, "the server could not be connected"
 		d.mu.Unlock()
-		d.g.catalog.Remove(d.name)
+		d.offerNothing()
 		d.g.writeEvidence()
 	case upstream.Closed:
-		d.g.catalog.Remove(d.name)
+		d.offerNothing()
 	}
+}
+
+// offerNothing removes the server from the catalog, and forgets its last
+// list so that no re-read of a shared ledger offers it again.
+func (d *downstream) offerNothing() {
+	d.judgeMu.Lock()
+	defer d.judgeMu.Unlock()
+	d.lastTools = nil
+	d.g.catalog.Remove(d.name)
 }
 
 // notification hears what the downstream says outside a call.
@@ -371,10 +420,17 @@ func (d *downstream) walk() {
 	if res.Err != nil {
 		d.g.log.Warn("the list of a downstream could not be read whole; none of its tools is offered",
 			slog.String("server", d.name), slog.Int("pages", len(res.Trace)), slog.String("error", res.Err.Error()))
-		d.g.catalog.Remove(d.name)
+		d.offerNothing()
 		return
 	}
-	if err := d.g.catalog.Update(d.catalogServer(), res.Tools); err != nil {
+	d.judgeMu.Lock()
+	err := d.g.catalog.Update(d.catalogServer(), res.Tools)
+	d.lastTools = res.Tools
+	if err != nil {
+		d.lastTools = nil // the ledger failed: nothing to judge again
+	}
+	d.judgeMu.Unlock()
+	if err != nil {
 		res.Err = err
 		return
 	}
