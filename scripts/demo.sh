@@ -51,8 +51,22 @@ rnd() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 admin_token=$(rnd)
 viewer_token=$(rnd)
 export MCP_GATEWAY_TOKENS="{\"$admin_token\":{\"sub\":\"alice\",\"role\":\"admin\"},\"$viewer_token\":{\"sub\":\"bob\",\"role\":\"viewer\"}}"
-sed -i 's#^  file: stderr#  file: bin/demo-audit.jsonl#' bin/demo-gateway.yaml
+sed -i 's#^  file: stderr#  file: bin/demo-audit.jsonl#; s#^state_dir: state#state_dir: bin/demo-state#' bin/demo-gateway.yaml
 : >bin/demo-audit.jsonl
+rm -rf bin/demo-state bin/demo-evidence
+
+# The admission gate first: one discovery, every descriptor checked and
+# held for review (first_use: review), the evidence bundle written.
+echo
+echo "== bastion admit --evidence: discover, check and pin every downstream descriptor (bundle: bin/demo-evidence)"
+MCP_SQL_DSN="$dsn" bin/bastion admit --config bin/demo-gateway.yaml --evidence bin/demo-evidence 2>&1 | grep -v '^{' || true
+echo "-- bastion admit review list: what waits for a reviewer"
+bin/bastion admit --config bin/demo-gateway.yaml review list
+echo "-- the reviewer reads each descriptor (review show NAME) and approves the digest read"
+bin/bastion admit --config bin/demo-gateway.yaml review list | awk '$1 == "pending_review" { print $3, $4 }' |
+  while read -r name digest; do
+    bin/bastion admit --config bin/demo-gateway.yaml review approve "$name" --digest "$digest" --by demo-reviewer 2>&1
+  done
 MCP_SQL_DSN="$dsn" bin/bastion gateway --config bin/demo-gateway.yaml 2>bin/demo-gateway.log &
 gateway=$!
 trap 'kill -TERM "$gateway" 2>/dev/null || true; wait "$gateway" 2>/dev/null || true; exec {DB[1]}>&- 2>/dev/null || true; wait 2>/dev/null || true' EXIT
