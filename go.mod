@@ -21,7 +21,7 @@ require (
 )
 
 require (
-	github.com/gowebpki/jcs v1.0.2 // RFC 8785 canonical JSON: the digest that pins a tool descriptor
+	github.com/gowebpki/jcs v1.0.2 // tests only: the RFC 8785 reference implementation, oracle of the canonical form a digest is taken of
 	go.etcd.io/bbolt v1.4.3 // the admission ledger: one file, transactional, crash-safe
 )
 

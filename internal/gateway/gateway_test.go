@@ -348,7 +348,7 @@ func TestFoldedDuplicate(t *testing.T) {
 }
 
 // useLedger gives g a ledger file of its own, closed when the test ends.
-func useLedger(t *testing.T, g *Gateway) {
+func useLedger(t testing.TB, g *Gateway) {
 	t.Helper()
 	st, err := ledger.Open(filepath.Join(t.TempDir(), "ledger.db"), time.Second)
 	if err != nil {

@@ -1,6 +1,10 @@
 package admit
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -26,6 +30,69 @@ const (
 type Options struct {
 	Headers   HeaderMode
 	Sensitive []string
+	// Schemas, when set, reuses the compilation of a schema seen before
+	// byte for byte (many tools of a list share one).
+	Schemas *SchemaCache
+
+	trees trees // set by Check: the schemas already decoded
+}
+
+type trees struct {
+	set           bool
+	input, output any
+}
+
+// Check is the whole of admission's checks on one descriptor, decoding
+// it once: its schemas (CheckSchemas) and the scanner (Scan). raw must be
+// the descriptor whose input and output schemas are given.
+func Check(raw, input, output jsontext.Value, o Options, others []string) (*Schemas, []Finding, *Rejection) {
+	tree, err := decodeTree(raw)
+	obj, ok := tree.(map[string]any)
+	if err != nil || !ok {
+		return nil, nil, &Rejection{RejectMalformed, "the descriptor is not a valid strict JSON object"}
+	}
+	o.trees = trees{set: true, input: obj["inputSchema"], output: obj["outputSchema"]}
+	s, rej := CheckSchemas(input, output, o)
+	if rej != nil {
+		return nil, nil, rej
+	}
+	return s, scanTree(tree, others), nil
+}
+
+// SchemaCache holds compiled schemas by the SHA-256 of their bytes. It is
+// safe for concurrent use and bounded: past maxCached entries it starts
+// afresh. A compiled schema depends on nothing but its bytes (references
+// never leave it), so sharing one between descriptors is sound; its label
+// is its digest, never a tool's name.
+type SchemaCache struct {
+	mu sync.Mutex
+	m  map[[32]byte]*jsonschema.Schema
+}
+
+const maxCached = 100_000
+
+func (c *SchemaCache) compile(doc jsontext.Value) (*jsonschema.Schema, error) {
+	if c == nil {
+		return tool.CompileSchema("descriptor", doc)
+	}
+	key := sha256.Sum256(doc)
+	c.mu.Lock()
+	s, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := tool.CompileSchema(hex.EncodeToString(key[:]), doc)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCached {
+		c.m = map[[32]byte]*jsonschema.Schema{}
+	}
+	c.m[key] = s
+	c.mu.Unlock()
+	return s, nil
 }
 
 // Schemas is what admission makes of a descriptor's schemas.
@@ -43,12 +110,12 @@ type Rejection struct {
 
 // CheckSchemas compiles a descriptor's schemas — JSON Schema 2020-12, no
 // reference that leaves the descriptor (decision 9) — and walks them for
-// header mirroring (decision 8). name labels the compiled schemas.
-func CheckSchemas(name string, input, output jsontext.Value, o Options) (*Schemas, *Rejection) {
+// header mirroring (decision 8).
+func CheckSchemas(input, output jsontext.Value, o Options) (*Schemas, *Rejection) {
 	if detail := objectSchema(input); detail != "" {
 		return nil, &Rejection{RejectInputSchema, detail}
 	}
-	in, err := tool.CompileSchema(name+"/input", input)
+	in, err := o.Schemas.compile(input)
 	if err != nil {
 		return nil, &Rejection{RejectInputSchema, "inputSchema does not compile as JSON Schema 2020-12 without references outside the descriptor"}
 	}
@@ -57,7 +124,7 @@ func CheckSchemas(name string, input, output jsontext.Value, o Options) (*Schema
 		if output.Kind() != '{' && output.Kind() != 't' && output.Kind() != 'f' {
 			return nil, &Rejection{RejectOutputSchema, "outputSchema is not a JSON Schema (an object or a boolean)"}
 		}
-		if s.Output, err = tool.CompileSchema(name+"/output", output); err != nil {
+		if s.Output, err = o.Schemas.compile(output); err != nil {
 			return nil, &Rejection{RejectOutputSchema, "outputSchema does not compile as JSON Schema 2020-12 without references outside the descriptor"}
 		}
 	}
@@ -69,7 +136,19 @@ func CheckSchemas(name string, input, output jsontext.Value, o Options) (*Schema
 	if sensitive == nil {
 		sensitive = DefaultSensitiveNames
 	}
-	mirrors, p := Headers(input, output, mode, sensitive)
+	in2, out2 := o.trees.input, o.trees.output
+	if !o.trees.set {
+		var err error
+		if in2, err = decodeTree(input); err != nil {
+			return nil, &Rejection{RejectInputSchema, "inputSchema is not valid JSON"}
+		}
+		if output != nil {
+			if out2, err = decodeTree(output); err != nil {
+				return nil, &Rejection{RejectOutputSchema, "outputSchema is not valid JSON"}
+			}
+		}
+	}
+	mirrors, p := headersTree(in2, out2, output != nil, mode, sensitive)
 	if p != nil {
 		cat := RejectHeaderMirroring
 		if p.Sensitive {
@@ -91,13 +170,24 @@ func objectSchema(s jsontext.Value) string {
 	if s.Kind() != '{' {
 		return "inputSchema is not a JSON object"
 	}
-	var root map[string]jsontext.Value
+	var root struct {
+		Type jsontext.Value `json:"type"`
+	}
 	if err := unmarshalRaw(s, &root); err != nil {
 		return "inputSchema is not a JSON object"
 	}
-	var typ string
-	if t, ok := root["type"]; !ok || t.Kind() != '"' || jsonUnquote(t, &typ) != nil || typ != "object" {
+	if string(root.Type) != `"object"` && !unquotesTo(root.Type, "object") {
 		return `inputSchema has no "type": "object" at its root`
 	}
 	return ""
+}
+
+// unquotesTo reports whether v is a JSON string equal to want (written
+// with escapes, perhaps).
+func unquotesTo(v jsontext.Value, want string) bool {
+	if v.Kind() != '"' {
+		return false
+	}
+	var got string
+	return unmarshalRaw(v, &got) == nil && got == want
 }

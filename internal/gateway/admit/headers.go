@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -68,10 +69,34 @@ var tchar = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 // regard to case, on a property that is not string, integer or boolean,
 // or on a sensitive name, refuses the descriptor.
 func Headers(input, output jsontext.Value, mode HeaderMode, sensitive []string) ([]Mirror, *Problem) {
+	in, err := decodeTree(input)
+	if err != nil {
+		return nil, &Problem{Pointer: "/inputSchema", Detail: "not valid JSON"}
+	}
+	var out any
+	if output != nil {
+		if out, err = decodeTree(output); err != nil {
+			return nil, &Problem{Pointer: "/outputSchema", Detail: "not valid JSON"}
+		}
+	}
+	return headersTree(in, out, output != nil, mode, sensitive)
+}
+
+// decodeTree decodes v strictly into maps, slices and scalars, once, so
+// that the walks below never parse a subtree twice.
+func decodeTree(v jsontext.Value) (any, error) {
+	var t any
+	err := json.Unmarshal(v, &t)
+	return t, err
+}
+
+// headersTree is Headers on decoded schemas; hasOutput says whether the
+// descriptor has an outputSchema at all.
+func headersTree(input, output any, hasOutput bool, mode HeaderMode, sensitive []string) ([]Mirror, *Problem) {
 	var mirrors []Mirror
 	seen := map[string]bool{}
 	var found *Problem
-	visit := func(pointer string, legal []string, schema map[string]jsontext.Value) {
+	visit := func(pointer string, legal []string, schema map[string]any) {
 		if found != nil {
 			return
 		}
@@ -84,8 +109,8 @@ func Headers(input, output jsontext.Value, mode HeaderMode, sensitive []string) 
 			found = &Problem{Pointer: at, Detail: "x-mcp-header is only allowed on a property of the input schema (" + string(mode) + " mode)"}
 			return
 		}
-		var name string
-		if raw.Kind() != '"' || jsonUnquote(raw, &name) != nil || name == "" || !tchar.MatchString(name) {
+		name, isString := raw.(string)
+		if !isString || name == "" || !tchar.MatchString(name) {
 			found = &Problem{Pointer: at, Detail: "must be a non-empty header name token"}
 			return
 		}
@@ -94,8 +119,8 @@ func Headers(input, output jsontext.Value, mode HeaderMode, sensitive []string) 
 			return
 		}
 		seen[strings.ToLower(name)] = true
-		var typ string
-		if t, ok := schema["type"]; !ok || t.Kind() != '"' || jsonUnquote(t, &typ) != nil || (typ != "string" && typ != "integer" && typ != "boolean") {
+		typ, _ := schema["type"].(string)
+		if typ != "string" && typ != "integer" && typ != "boolean" {
 			found = &Problem{Pointer: pointer, Detail: "a mirrored property must have type string, integer or boolean"}
 			return
 		}
@@ -105,16 +130,9 @@ func Headers(input, output jsontext.Value, mode HeaderMode, sensitive []string) 
 		}
 		mirrors = append(mirrors, Mirror{Path: legal, Header: name, Type: typ})
 	}
-	if p := walk(input, "/inputSchema", []string{}, mode, visit); p != nil {
-		return nil, p
-	}
-	if found != nil {
-		return nil, found
-	}
-	if output != nil {
-		if p := walk(output, "/outputSchema", nil, mode, visit); p != nil {
-			return nil, p
-		}
+	walk(input, "/inputSchema", []string{}, mode, visit)
+	if found == nil && hasOutput {
+		walk(output, "/outputSchema", nil, mode, visit)
 	}
 	if found != nil {
 		return nil, found
@@ -127,57 +145,35 @@ func Headers(input, output jsontext.Value, mode HeaderMode, sensitive []string) 
 // (nil when it is not, or when mirroring is never legal there); an
 // x-mcp-header is legal at a non-empty path, and in strict mode only at a
 // path of one.
-func walk(v jsontext.Value, pointer string, path []string, mode HeaderMode, visit func(string, []string, map[string]jsontext.Value)) *Problem {
-	switch v.Kind() {
-	case '[':
-		var items []jsontext.Value
-		if err := unmarshalRaw(v, &items); err != nil {
-			return &Problem{Pointer: pointer, Detail: "not valid JSON"}
+func walk(v any, pointer string, path []string, mode HeaderMode, visit func(string, []string, map[string]any)) {
+	switch v := v.(type) {
+	case []any:
+		for i, it := range v {
+			walk(it, pointer+"/"+strconv.Itoa(i), nil, mode, visit)
 		}
-		for i, it := range items {
-			if p := walk(it, pointer+"/"+strconv.Itoa(i), nil, mode, visit); p != nil {
-				return p
-			}
-		}
-	case '{':
-		var members map[string]jsontext.Value
-		if err := unmarshalRaw(v, &members); err != nil {
-			return &Problem{Pointer: pointer, Detail: "not valid JSON"}
-		}
+	case map[string]any:
 		var legal []string
 		if len(path) > 0 && (mode == HeaderSpec || len(path) == 1) {
 			legal = path
 		}
-		visit(pointer, legal, members)
+		visit(pointer, legal, v)
 		// In name order: the verdict, and the first problem it names,
 		// must not depend on a map's order.
-		for _, k := range slices.Sorted(maps.Keys(members)) {
-			child := members[k]
-			if k == "properties" && path != nil {
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			child := v[k]
+			if props, ok := child.(map[string]any); ok && k == "properties" && path != nil {
 				// The members of properties are schemas of named
 				// properties; each extends the chain.
-				if child.Kind() == '{' {
-					var props map[string]jsontext.Value
-					if err := unmarshalRaw(child, &props); err != nil {
-						return &Problem{Pointer: pointer + "/properties", Detail: "not valid JSON"}
-					}
-					for _, name := range slices.Sorted(maps.Keys(props)) {
-						sub := props[name]
-						p := append(append([]string{}, path...), name)
-						if prob := walk(sub, pointer+"/properties/"+escape(name), p, mode, visit); prob != nil {
-							return prob
-						}
-					}
-					continue
+				for _, name := range slices.Sorted(maps.Keys(props)) {
+					p := append(append([]string{}, path...), name)
+					walk(props[name], pointer+"/properties/"+escape(name), p, mode, visit)
 				}
+				continue
 			}
 			// Under any other keyword no property path continues.
-			if prob := walk(child, pointer+"/"+escape(k), nil, mode, visit); prob != nil {
-				return prob
-			}
+			walk(child, pointer+"/"+escape(k), nil, mode, visit)
 		}
 	}
-	return nil
 }
 
 // sensitiveMatch returns the sensitive name that the property or the
@@ -193,8 +189,15 @@ func sensitiveMatch(property, header string, sensitive []string) string {
 	return ""
 }
 
+// normalize lower-cases s and drops "-" and "_".
 func normalize(s string) string {
-	return strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(s))
+	b := make([]byte, 0, len(s))
+	for _, r := range strings.ToLower(s) {
+		if r != '-' && r != '_' {
+			b = utf8.AppendRune(b, r)
+		}
+	}
+	return string(b)
 }
 
 // escape is a JSON pointer reference token (RFC 6901).
@@ -205,5 +208,3 @@ func escape(s string) string {
 // unmarshalRaw decodes strictly: a repeated member name is an error, so
 // that no two readers of a descriptor can see different members.
 func unmarshalRaw[T any](v jsontext.Value, dst *T) error { return json.Unmarshal(v, dst) }
-
-func jsonUnquote(v jsontext.Value, dst *string) error { return json.Unmarshal(v, dst) }

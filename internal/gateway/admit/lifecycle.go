@@ -1,22 +1,51 @@
 package admit
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"strconv"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/gowebpki/jcs"
 )
+
+// finiteNumbers reports whether every number in v is a finite double.
+func finiteNumbers(v jsontext.Value) bool {
+	d := jsontext.NewDecoder(bytes.NewReader(v), jsontext.AllowDuplicateNames(true))
+	for {
+		tok, err := d.ReadToken()
+		if err != nil {
+			return errors.Is(err, io.EOF)
+		}
+		if tok.Kind() == '0' {
+			if _, err := strconv.ParseFloat(tok.String(), 64); err != nil {
+				return false
+			}
+		}
+	}
+}
 
 // Digest is the pin of a descriptor (decision 6): the SHA-256, in hex, of
 // the RFC 8785 canonical form of the whole tool object as received —
 // unknown members included — and that canonical form.
+//
+// The canonical form is go-json-experiment's Canonicalize, the JSON
+// library the project already uses for strict parsing, at a quarter of
+// the cost of github.com/gowebpki/jcs (the RFC author's reference
+// implementation, which the tests use as the oracle: both must produce
+// the same bytes). A number beyond float64 has no RFC 8785 form;
+// Canonicalize would clamp it, so that 1e400 and 1e999 would share one
+// digest — such a descriptor is refused here instead.
 func Digest(raw jsontext.Value) (string, jsontext.Value, error) {
-	canon, err := jcs.Transform(raw)
-	if err != nil {
+	if !finiteNumbers(raw) {
+		return "", nil, errors.New("admit: canonical form: a number is outside the range of IEEE 754 doubles")
+	}
+	canon := jsontext.Value(bytes.Clone(raw))
+	if err := canon.Canonicalize(); err != nil {
 		return "", nil, fmt.Errorf("admit: canonical form: %w", err)
 	}
 	sum := sha256.Sum256(canon)

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/gowebpki/jcs"
 )
 
 var t0 = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
@@ -111,6 +114,37 @@ func TestDigestWholeDescriptor(t *testing.T) {
 	} {
 		if d, _, _ := Digest([]byte(changed)); d == base {
 			t.Errorf("%s: same digest", changed)
+		}
+	}
+}
+
+// TestDigestMatchesReferenceJCS: the canonical form is byte for byte the
+// one of the RFC 8785 reference implementation, on the cases RFC 8785
+// calls out (number forms, escapes, non-BMP characters, member order by
+// UTF-16 code units) and on nested descriptors.
+func TestDigestMatchesReferenceJCS(t *testing.T) {
+	for _, in := range []string{
+		`{"numbers":[333333333.33333329,1E30,4.50,2e-3,0.000000000000000000000000001,-0,1e21,1e-7,9007199254740993,123456789012345680000]}`,
+		`{"string":"\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/","literals":[null,true,false]}`,
+		`{"\u20ac":"Euro Sign","\r":"Carriage Return","\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\ud83d\ude00":"Emoji: Grinning Face","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis"}`,
+		`{"name":"t","inputSchema":{"type":"object","properties":{"b":{"type":"string","enum":["y","x"]},"a":{"default":1.0e+0}}},"_meta":{"z":{},"a":[]}}`,
+		` { "a" : [ 1 , { "c" : "<>&\u2028" , "b" : -1.5E-10 } ] } `,
+	} {
+		ref, err := jcs.Transform([]byte(in))
+		if err != nil {
+			t.Fatalf("%s: reference: %v", in, err)
+		}
+		_, got, err := Digest(jsontext.Value(in))
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		if string(got) != string(ref) {
+			t.Errorf("%s:\n got %s\nwant %s", in, got, ref)
+		}
+	}
+	for _, in := range []string{`{"n":1e400}`, `{"n":[-1e999]}`} {
+		if _, _, err := Digest(jsontext.Value(in)); err == nil {
+			t.Errorf("%s: a number beyond float64 was given a digest", in)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package admit
 
 import (
 	"bytes"
-	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -85,57 +84,92 @@ var longBase64 = regexp.MustCompile(`[A-Za-z0-9+/]{48,}={0,2}`)
 // servers: a descriptor that names one of their tools is steering the
 // model across servers. raw must be valid JSON.
 func Scan(raw jsontext.Value, others []string) []Finding {
+	tree, err := decodeTree(raw)
+	if err != nil {
+		return nil
+	}
+	return scanTree(tree, others)
+}
+
+// scanTree is Scan of a decoded descriptor.
+func scanTree(tree any, others []string) []Finding {
 	var out []Finding
-	refs := toolReference(others)
-	scanValue(raw, "", refs, &out)
+	scanValue(tree, "", toolReference(others), &out)
+	// Members are visited in map order, and the findings (rarely more
+	// than a few) sorted after: sorting every object's names costs more
+	// than the scan.
+	slices.SortStableFunc(out, func(a, b Finding) int {
+		if c := strings.Compare(a.Pointer, b.Pointer); c != 0 {
+			return c
+		}
+		switch {
+		case a.Key && !b.Key:
+			return -1
+		case b.Key && !a.Key:
+			return 1
+		}
+		return 0
+	})
 	return out
 }
 
+// toolReference matches a qualified name of another server's tool. Names
+// that are not valid UTF-8 (configured names never are) are cleaned
+// rather than allowed to break the expression.
 func toolReference(others []string) *regexp.Regexp {
 	if len(others) == 0 {
 		return nil
 	}
 	quoted := make([]string, len(others))
 	for i, o := range others {
-		quoted[i] = regexp.QuoteMeta(o)
+		quoted[i] = regexp.QuoteMeta(strings.ToValidUTF8(o, "\uFFFD"))
 	}
 	return regexp.MustCompile(`(?i)\b(` + strings.Join(quoted, "|") + `)\.[A-Za-z0-9_][A-Za-z0-9_.-]*`)
 }
 
-func scanValue(v jsontext.Value, pointer string, refs *regexp.Regexp, out *[]Finding) {
-	switch v.Kind() {
-	case '"':
-		var s string
-		if jsonUnquote(v, &s) == nil {
-			scanString(s, pointer, false, refs, out)
-		}
-	case '[':
-		var items []jsontext.Value
-		if unmarshalRaw(v, &items) != nil {
-			return
-		}
-		for i, it := range items {
+func scanValue(v any, pointer string, refs *regexp.Regexp, out *[]Finding) {
+	switch v := v.(type) {
+	case string:
+		scanString(v, pointer, false, refs, out)
+	case []any:
+		for i, it := range v {
 			scanValue(it, pointer+"/"+strconv.Itoa(i), refs, out)
 		}
-	case '{':
-		var members map[string]jsontext.Value
-		if unmarshalRaw(v, &members) != nil {
-			return
-		}
-		for _, k := range slices.Sorted(maps.Keys(members)) {
+	case map[string]any:
+		for k, child := range v {
 			p := pointer + "/" + escape(k)
 			scanString(k, p, true, refs, out)
-			scanValue(members[k], p, refs, out)
+			scanValue(child, p, refs, out)
 		}
 	}
 }
 
+// schemaWords are member names of JSON Schema and of MCP descriptors:
+// a member name that is exactly one of them says nothing a reviewer must
+// read, and skipping it keeps a 10,000-tool admission fast. Property
+// names, and every value, are always read.
+var schemaWords = map[string]bool{
+	"name": true, "title": true, "description": true, "inputSchema": true, "outputSchema": true, "annotations": true,
+	"icons": true, "_meta": true, "type": true, "properties": true, "required": true, "additionalProperties": true,
+	"items": true, "enum": true, "const": true, "default": true, "minimum": true, "maximum": true, "minLength": true,
+	"maxLength": true, "pattern": true, "format": true, "$schema": true, "$ref": true, "$defs": true, "$id": true,
+	"oneOf": true, "anyOf": true, "allOf": true, "not": true, "readOnlyHint": true, "destructiveHint": true,
+	"idempotentHint": true, "openWorldHint": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
+	"minItems": true, "maxItems": true, "uniqueItems": true, "examples": true, "x-mcp-header": true,
+}
+
 func scanString(s, pointer string, key bool, refs *regexp.Regexp, out *[]Finding) {
+	if key && schemaWords[s] {
+		return
+	}
 	add := func(category string, at, end int) {
 		*out = append(*out, Finding{Category: category, Pointer: pointer, Key: key, Excerpt: excerpt(s, at, end)})
 	}
 	if at, end, ok := invisible(s); ok {
 		add(ScanInvisibleUnicode, at, end)
+	}
+	if len(s) < 3 {
+		return // too short to hold anything but an invisible character
 	}
 	lower := strings.ToLower(s)
 	for _, r := range rules {
@@ -201,9 +235,9 @@ func invisible(s string) (int, int, bool) {
 	return 0, 0, false
 }
 
-// excerpt is up to 40 characters either side of s[at:end], with every
-// character outside printable ASCII escaped so that the reviewer sees
-// what is there.
+// excerpt is up to 40 bytes either side of s[at:end] (160 at most, cut
+// at character boundaries), with every character outside printable ASCII
+// — and the backslash — escaped so that the reviewer sees what is there.
 func excerpt(s string, at, end int) string {
 	const side = 40
 	from, to := max(at-side, 0), min(end+side, len(s))
@@ -224,6 +258,12 @@ func excerpt(s string, at, end int) string {
 		b.WriteString("…")
 	}
 	for _, r := range s[from:to] {
+		if r == '\\' {
+			// Escaped itself, so that text spelling "\u202e" never reads
+			// like the character an escape stands for.
+			b.WriteString(`\\`)
+			continue
+		}
 		if r >= 0x20 && r < 0x7F {
 			b.WriteRune(r)
 			continue

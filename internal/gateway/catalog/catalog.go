@@ -14,8 +14,10 @@ package catalog
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -140,11 +142,17 @@ type serverTools struct {
 	tools    []*Tool
 	rejected []Rejected
 	held     []admit.Record
+	// byRaw holds the well-formed tools by the SHA-256 of their raw
+	// bytes, for the next check to reuse.
+	byRaw map[[32]byte]*Tool
 }
 
 // New returns an empty catalog that checks descriptors with opts and
 // decides their lifecycle with judge.
 func New(judge Judge, opts admit.Options) *Catalog {
+	if opts.Schemas == nil {
+		opts.Schemas = &admit.SchemaCache{}
+	}
 	c := &Catalog{judge: judge, opts: opts, servers: map[string]serverTools{}}
 	c.current.Store(&Snapshot{byName: map[string]*Tool{}})
 	return c
@@ -277,86 +285,113 @@ const MaxQualified = 128
 
 // check parses and checks every descriptor of one server's list; the
 // tools it returns are well formed, with compiled schemas, a digest and
-// the scanner's findings.
+// the scanner's findings. Descriptors are checked in parallel — each on
+// its own, so the verdicts cannot depend on the order — and one found
+// unchanged (byte for byte) in the server's previous list is reused as it
+// was checked then: a re-discovery of a 10,000-tool list costs a hash per
+// descriptor, not a schema compile.
 func (c *Catalog) check(server string, descriptors []jsontext.Value, others []string) serverTools {
-	var (
-		st     serverTools
-		parsed = make([]*Tool, len(descriptors))
-		counts = map[string]int{}
-	)
-	reject := func(i int, name, category, detail string) {
-		r := Rejected{Server: server, Index: i, Category: category, Detail: detail, Raw: descriptors[i]}
+	c.mu.Lock()
+	prev := c.servers[server].byRaw
+	c.mu.Unlock()
+	type verdict struct {
+		tool *Tool
+		rej  *Rejected
+		key  [32]byte
+	}
+	out := make([]verdict, len(descriptors))
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(descriptors)/64))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(descriptors); i += workers {
+				raw := descriptors[i]
+				out[i].key = sha256.Sum256(raw)
+				if t, ok := prev[out[i].key]; ok {
+					out[i].tool = t
+					continue
+				}
+				out[i].tool, out[i].rej = c.checkOne(server, i, raw, others)
+			}
+		})
+	}
+	wg.Wait()
+	st := serverTools{byRaw: make(map[[32]byte]*Tool, len(descriptors))}
+	counts := map[string]int{}
+	for _, v := range out {
+		if v.tool != nil {
+			counts[v.tool.Name]++
+		}
+	}
+	for i, v := range out {
+		switch {
+		case v.rej != nil:
+			st.rejected = append(st.rejected, *v.rej)
+		case counts[v.tool.Name] > 1:
+			// None of the copies wins: which one would is discovery order.
+			st.rejected = append(st.rejected, Rejected{Server: server, Index: i, Name: v.tool.Name, Qualified: v.tool.Qualified,
+				Category: admit.RejectDuplicateName, Detail: fmt.Sprintf("%d descriptors of this server share the name", counts[v.tool.Name]),
+				Raw: descriptors[i]})
+		default:
+			st.tools = append(st.tools, v.tool)
+			st.byRaw[v.key] = v.tool
+		}
+	}
+	return st
+}
+
+// checkOne checks the descriptor at index i of server's list.
+func (c *Catalog) checkOne(server string, i int, raw jsontext.Value, others []string) (*Tool, *Rejected) {
+	reject := func(name, category, detail string) (*Tool, *Rejected) {
+		r := &Rejected{Server: server, Index: i, Category: category, Detail: detail, Raw: raw}
 		if name != "" {
 			r.Name, r.Qualified = name, server+"."+name
 		}
-		st.rejected = append(st.rejected, r)
+		return nil, r
 	}
-	for i, raw := range descriptors {
-		if raw.Kind() != '{' {
-			reject(i, "", admit.RejectNotObject, "the descriptor is not a JSON object")
-			continue
-		}
-		var d struct {
-			Name         jsontext.Value `json:"name"`
-			Title        jsontext.Value `json:"title"`
-			Description  jsontext.Value `json:"description"`
-			InputSchema  jsontext.Value `json:"inputSchema"`
-			OutputSchema jsontext.Value `json:"outputSchema"`
-			Annotations  jsontext.Value `json:"annotations"`
-			Icons        jsontext.Value `json:"icons"`
-		}
-		if err := json.Unmarshal(raw, &d); err != nil {
-			// Strict: two readers of a descriptor with a repeated
-			// member name could see different members.
-			reject(i, "", admit.RejectMalformed, "the descriptor is not valid strict JSON (a repeated member name, or invalid UTF-8)")
-			continue
-		}
-		name, ok := jsonString(d.Name)
-		if !ok {
-			reject(i, "", admit.RejectName, "name is missing or not a string")
-			continue
-		}
-		if !toolName.MatchString(name) {
-			reject(i, "", admit.RejectName, "name is not 1-128 characters of A-Z, a-z, 0-9, _, - and .")
-			continue
-		}
-		if len(server)+1+len(name) > MaxQualified {
-			reject(i, name, admit.RejectName, fmt.Sprintf("the qualified name is longer than %d characters", MaxQualified))
-			continue
-		}
-		counts[name]++
-		t := &Tool{Qualified: server + "." + name, Server: server, Name: name, Raw: raw,
-			InputSchema: d.InputSchema, OutputSchema: d.OutputSchema, Annotations: d.Annotations, Icons: d.Icons}
-		t.Title, _ = jsonString(d.Title)
-		t.Description, _ = jsonString(d.Description)
-		schemas, rej := admit.CheckSchemas(t.Qualified, d.InputSchema, d.OutputSchema, c.opts)
-		if rej != nil {
-			reject(i, name, rej.Category, rej.Detail)
-			continue
-		}
-		t.Input, t.Output, t.Mirrors = schemas.Input, schemas.Output, schemas.Mirrors
-		digest, canon, err := admit.Digest(raw)
-		if err != nil {
-			reject(i, name, admit.RejectDigest, "the descriptor has no RFC 8785 canonical form")
-			continue
-		}
-		t.Digest, t.Canonical = digest, canon
-		t.Findings = admit.Scan(raw, others)
-		parsed[i] = t
+	if raw.Kind() != '{' {
+		return reject("", admit.RejectNotObject, "the descriptor is not a JSON object")
 	}
-	for i, t := range parsed {
-		if t == nil {
-			continue
-		}
-		if counts[t.Name] > 1 {
-			// None of the copies wins: which one would is discovery order.
-			reject(i, t.Name, admit.RejectDuplicateName, fmt.Sprintf("%d descriptors of this server share the name", counts[t.Name]))
-			continue
-		}
-		st.tools = append(st.tools, t)
+	var d struct {
+		Name         jsontext.Value `json:"name"`
+		Title        jsontext.Value `json:"title"`
+		Description  jsontext.Value `json:"description"`
+		InputSchema  jsontext.Value `json:"inputSchema"`
+		OutputSchema jsontext.Value `json:"outputSchema"`
+		Annotations  jsontext.Value `json:"annotations"`
+		Icons        jsontext.Value `json:"icons"`
 	}
-	slices.SortFunc(st.rejected, func(a, b Rejected) int { return a.Index - b.Index })
-	return st
+	if err := json.Unmarshal(raw, &d); err != nil {
+		// Strict: two readers of a descriptor with a repeated member
+		// name could see different members.
+		return reject("", admit.RejectMalformed, "the descriptor is not valid strict JSON (a repeated member name, or invalid UTF-8)")
+	}
+	name, ok := jsonString(d.Name)
+	if !ok {
+		return reject("", admit.RejectName, "name is missing or not a string")
+	}
+	if !toolName.MatchString(name) {
+		return reject("", admit.RejectName, "name is not 1-128 characters of A-Z, a-z, 0-9, _, - and .")
+	}
+	if len(server)+1+len(name) > MaxQualified {
+		return reject(name, admit.RejectName, fmt.Sprintf("the qualified name is longer than %d characters", MaxQualified))
+	}
+	t := &Tool{Qualified: server + "." + name, Server: server, Name: name, Raw: raw,
+		InputSchema: d.InputSchema, OutputSchema: d.OutputSchema, Annotations: d.Annotations, Icons: d.Icons}
+	t.Title, _ = jsonString(d.Title)
+	t.Description, _ = jsonString(d.Description)
+	schemas, findings, rej := admit.Check(raw, d.InputSchema, d.OutputSchema, c.opts, others)
+	if rej != nil {
+		return reject(name, rej.Category, rej.Detail)
+	}
+	t.Input, t.Output, t.Mirrors = schemas.Input, schemas.Output, schemas.Mirrors
+	digest, canon, err := admit.Digest(raw)
+	if err != nil {
+		return reject(name, admit.RejectDigest, "the descriptor has no RFC 8785 canonical form")
+	}
+	t.Digest, t.Canonical = digest, canon
+	t.Findings = findings
+	return t, nil
 }
 
 func jsonString(v jsontext.Value) (string, bool) {

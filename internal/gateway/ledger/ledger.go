@@ -57,7 +57,10 @@ func Open(path string, wait time.Duration) (*Bolt, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: wait})
+	// The initial map is address space, not memory: reserving room for a
+	// large ledger up front spares the remaps a first admission of
+	// thousands of tools would otherwise make inside its one commit.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: wait, InitialMmapSize: 64 << 20, FreelistType: bolt.FreelistMapType})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, ErrLocked
 	}
