@@ -67,10 +67,17 @@ edit() {
 # status, or 3 when the tests do not compile.
 run_tests() {
 	local pkg=$1 run=$2 log=$3
-	# The whole tree must build: a mutant in a binary that the tests
-	# build themselves (the e2e tests build bastion) would otherwise fail
-	# them at start-up and count as killed.
-	if ! (cd "$tree" && go build ./... && go vet "$pkg") >"$log" 2>&1; then
+	# The tests must compile, or a mutant that does not would count as
+	# killed: vet type-checks the package under test and everything it
+	# imports. The e2e tests build the binaries themselves, so for them
+	# the whole tree must build (a broken bastion would fail them at
+	# start-up). Building the whole tree for every unit-test mutant would
+	# cost seconds each for nothing.
+	local check=(go vet "$pkg")
+	if [[ $pkg == "$e2epkg" ]]; then
+		check=(sh -c "go build ./... && go vet $pkg")
+	fi
+	if ! (cd "$tree" && "${check[@]}") >"$log" 2>&1; then
 		return 3
 	fi
 	local -a skip=()
@@ -155,6 +162,7 @@ tree_digest() {
 }
 
 sqlpkg=./internal/tools/sqlquery/...
+e2epkg=./e2e
 # The two longest SQL tests, the generated halves of the differential and
 # prefix properties (half a minute together), kill no mutation the corpus
 # tests do not kill too; the mutants skip them, make test runs them.
@@ -344,7 +352,6 @@ mutate validity-first "the pending cap is checked before the call's own validity
 # connectors and its discovery.
 gwpkg=./internal/gateway
 uppkg=./internal/gateway/upstream
-e2epkg=./e2e
 
 mutate gw-host-check "the front accepts any Host (DNS rebinding)" \
 	internal/gateway/front/front.go \
@@ -516,6 +523,89 @@ mutate gw-sigkill "a child that ignores SIGTERM is not killed" \
 	'for _, sig := range \[\]syscall\.Signal\{0, syscall\.SIGTERM, syscall\.SIGKILL\} \{' \
 	'for _, sig := range []syscall.Signal{0, syscall.SIGTERM} {' \
 	-- "$uppkg" 'TestShutdownKillsProcessThatIgnoresTerm'
+
+# The admission gate (issue 12): pure checks and lifecycle, tested
+# without a server; what a downstream receives is the e2e suite's.
+admitpkg=./internal/gateway/admit
+catpkg=./internal/gateway/catalog
+
+mutate gw-header-nested "strict mode lets x-mcp-header sit on a nested property" \
+	internal/gateway/admit/headers.go \
+	'if len\(path\) > 0 && \(mode == HeaderSpec \|\| len\(path\) == 1\) \{' \
+	'if len(path) > 0 {' \
+	-- "$admitpkg" 'TestHeaders'
+
+mutate gw-header-output "an x-mcp-header in the output schema is not looked for" \
+	internal/gateway/admit/headers.go \
+	'if found == nil && hasOutput \{' \
+	'if false && found == nil && hasOutput {' \
+	-- "$admitpkg" 'TestHeaders'
+
+mutate gw-header-sensitive "a sensitive name may be mirrored into a header" \
+	internal/gateway/admit/headers.go \
+	'if s := sensitiveMatch\(legal\[len\(legal\)-1\], name, sensitive\); s != ""' \
+	'if s := sensitiveMatch(legal[len(legal)-1], name, sensitive); false && s != ""' \
+	-- "$catpkg" 'TestSchemaRejections'
+
+mutate gw-pin-digest "a changed descriptor keeps its approval (rug pull)" \
+	internal/gateway/admit/lifecycle.go \
+	'case c\.Digest != r\.Digest:' \
+	'case false:' \
+	-- "$admitpkg" 'TestObserve'
+
+mutate gw-pin-identity "a changed server identity keeps every approval" \
+	internal/gateway/admit/lifecycle.go \
+	'case r\.Identity == nil \|\| \*r\.Identity != c\.Identity:' \
+	'case r.Identity == nil:' \
+	-- "$admitpkg" 'TestObserve'
+
+mutate gw-first-use-findings "pin mode trusts a descriptor the scanner found something in" \
+	internal/gateway/admit/lifecycle.go \
+	'case len\(c\.Findings\) > 0:' \
+	'case false:' \
+	-- "$admitpkg" 'TestObserve'
+
+mutate gw-approve-digest "an approval pins whatever waits, not the digest that was read" \
+	internal/gateway/admit/lifecycle.go \
+	'if prev\.Pending\.Digest != digest \{' \
+	'if false {' \
+	-- "$admitpkg" 'TestReview'
+
+mutate gw-held-offered "a tool the ledger holds is offered anyway" \
+	internal/gateway/catalog/catalog.go \
+	'ok && r\.Status == admit\.Admitted && r\.Digest == t\.Digest' \
+	'ok || r.Status != ""' \
+	-- "$catpkg" 'TestJudgeHolds'
+
+mutate gw-output-schema "a result that fails the pinned outputSchema is relayed" \
+	internal/gateway/invoke.go \
+	'\tif tool\.ValidateValue\(t\.Output, r\.Structured\) != nil \{' \
+	'\tif false {' \
+	-- "$gwpkg" 'TestCheckOutput'
+
+mutate gw-param-sentinel "a mirrored value that is not plain ASCII is audited as plain" \
+	internal/gateway/invoke.go \
+	'\t\t\tif value != x \{\n\t\t\t\tencoding = "base64"' \
+	'\t\t\tif false {\n\t\t\t\tencoding = "base64"' \
+	-- "$gwpkg" 'TestParamHeaders'
+
+mutate gw-page-duplicates "a repeated envelope member is tolerated in a downstream frame" \
+	internal/jsonrpc/decode.go \
+	'if names\[name\] \|\| \(name != "result" && !val\.IsValid\(\)\)' \
+	'if name != "result" && !val.IsValid()' \
+	-- ./internal/jsonrpc 'TestDecodeFrameResults'
+
+mutate gw-digest-range "a number beyond float64 is clamped into a shared digest" \
+	internal/gateway/admit/lifecycle.go \
+	'\tif !finiteNumbers\(raw\) \{' \
+	'\tif false {' \
+	-- "$admitpkg" 'TestDigestMatchesReferenceJCS'
+
+mutate gw-scan-invisible "invisible characters are not evidence" \
+	internal/gateway/admit/scan.go \
+	'if at, end, ok := invisible\(s\); ok \{' \
+	'if at, end, ok := invisible(s); false && ok {' \
+	-- "$admitpkg" 'TestScan'
 
 echo
 echo "== summary"
