@@ -382,7 +382,7 @@ func TestAdmitEvidence(t *testing.T) {
 	for i := range descs {
 		descs[i] = tool(fmt.Sprintf("t%05d", i), "Tool.", objectSchema)
 	}
-	r := newRig(t, "pin", descs...)
+	r := newRig(t, "pin", append(descs, `{"name":"untyped","inputSchema":{}}`)...)
 	r.env["FIXTURE_PAGES"] = "100"
 	r.server = "timeout: 10s"
 	cfg := r.config() + fixture("cyc", r.mark, map[string]string{"FIXTURE_TOOLS": "a,b", "FIXTURE_PAGES": "cycle"})
@@ -423,8 +423,15 @@ func TestAdmitEvidence(t *testing.T) {
 	if perServer["fx"] != 100 || perServer["cyc"] < 2 {
 		t.Errorf("page trace: %v", perServer)
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "audit.jsonl")); err != nil || strings.Count(string(b), `"event":"admission"`) != 10_000 {
-		t.Errorf("audit: %v, %d admission events", err, strings.Count(string(b), `"event":"admission"`))
+	b, err := os.ReadFile(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), `"status":"admitted","mode":"pin"`); n != 10_000 {
+		t.Errorf("audit: %d admission events", n)
+	}
+	if n := strings.Count(string(b), `"status":"rejected","category":"invalid_input_schema"`); n != 1 {
+		t.Errorf("audit: %d rejection events", n)
 	}
 }
 

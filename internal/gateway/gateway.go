@@ -9,6 +9,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"sync"
@@ -87,6 +89,10 @@ type downstream struct {
 	// a shared ledger's re-read of the descriptors it last found.
 	judgeMu   sync.Mutex
 	lastTools []jsontext.Value // under judgeMu; nil before a complete walk
+
+	// rejectedSeen are the rejections the last walk audited (one walk at
+	// a time reads and writes it).
+	rejectedSeen map[string]bool
 }
 
 // New builds the gateway for cfg; Start connects it.
@@ -440,13 +446,26 @@ func (d *downstream) walk() {
 			admitted++
 		}
 	}
+	seen := map[string]bool{}
 	for _, r := range d.g.catalog.Snapshot().Rejected {
-		if r.Server == d.name {
-			rejected++
-			d.g.log.Warn("a downstream tool was rejected", slog.String("server", d.name), slog.Int("index", r.Index),
-				slog.String("category", r.Category), slog.String("detail", r.Detail))
+		if r.Server != d.name {
+			continue
+		}
+		rejected++
+		d.g.log.Warn("a downstream tool was rejected", slog.String("server", d.name), slog.Int("index", r.Index),
+			slog.String("category", r.Category), slog.String("detail", r.Detail))
+		// Each rejection is audited once, when it first appears, not on
+		// every refresh that finds it again.
+		sum := sha256.Sum256(r.Raw)
+		key := r.Category + "\x00" + hex.EncodeToString(sum[:])
+		seen[key] = true
+		if !d.rejectedSeen[key] {
+			d.g.audit.Record(audit.Event{Kind: audit.KindAdmission, Tool: r.Qualified, Server: d.name,
+				Digest: hex.EncodeToString(sum[:]), Status: "rejected", Category: r.Category,
+				Mode: d.g.cfg.Admission.FirstUse})
 		}
 	}
+	d.rejectedSeen = seen
 	held := 0
 	for _, r := range d.g.catalog.Snapshot().Held {
 		if r.Server == d.name && r.Status != admit.Removed {

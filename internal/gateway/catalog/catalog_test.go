@@ -164,13 +164,16 @@ func TestSchemaRejections(t *testing.T) {
 		`{"name":"outref","inputSchema":{"type":"object"},"outputSchema":{"$ref":"file:///etc/passwd"}}`,
 		`{"name":"outhdr","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"R"}}}}`,
 		`{"name":"withoutput","inputSchema":{"type":"object"},"outputSchema":{"type":"array"}}`,
+		`{"name":"deepdup","inputSchema":{"type":"object","properties":{"a":{"type":"string"},"a":{"type":"integer"}}}}`,
+		`{"name":"hugenumber","inputSchema":{"type":"object","properties":{"a":{"type":"integer","maximum":1e400}}}}`,
 	))
 	s := c.Snapshot()
 	if got := names(s); got != "s.good,s.withoutput" {
 		t.Errorf("admitted %s", got)
 	}
 	want := map[int]string{1: admit.RejectMalformed, 2: admit.RejectHeaderMirroring, 3: admit.RejectSensitiveHeader,
-		4: admit.RejectOutputSchema, 5: admit.RejectOutputSchema, 6: admit.RejectHeaderMirroring}
+		4: admit.RejectOutputSchema, 5: admit.RejectOutputSchema, 6: admit.RejectHeaderMirroring, 8: admit.RejectMalformed,
+		9: admit.RejectMalformed}
 	if len(s.Rejected) != len(want) {
 		t.Fatalf("%d rejected: %+v", len(s.Rejected), s.Rejected)
 	}
