@@ -543,8 +543,8 @@ mutate gw-header-output "an x-mcp-header in the output schema is not looked for"
 
 mutate gw-header-sensitive "a sensitive name may be mirrored into a header" \
 	internal/gateway/admit/headers.go \
-	'if s := sensitiveMatch\(legal\[len\(legal\)-1\], name, sensitive\); s != ""' \
-	'if s := sensitiveMatch(legal[len(legal)-1], name, sensitive); false && s != ""' \
+	'if s := sensitiveMatch\(legal, name, sensitive\); s != ""' \
+	'if s := sensitiveMatch(legal, name, sensitive); false && s != ""' \
 	-- "$catpkg" 'TestSchemaRejections'
 
 mutate gw-pin-digest "a changed descriptor keeps its approval (rug pull)" \
@@ -597,7 +597,7 @@ mutate gw-page-duplicates "a repeated envelope member is tolerated in a downstre
 
 mutate gw-digest-range "a number beyond float64 is clamped into a shared digest" \
 	internal/gateway/admit/lifecycle.go \
-	'\tif !finiteNumbers\(raw\) \{' \
+	'\tif !FiniteNumbers\(raw\) \{' \
 	'\tif false {' \
 	-- "$admitpkg" 'TestDigestMatchesReferenceJCS'
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -302,10 +303,14 @@ func reviewService(ctx context.Context, cfg *gwconfig.Config, environ []string) 
 // writeJSON writes v indented, with <, > and & as they are: a reviewer
 // must read a descriptor's "<system>" as written.
 func writeJSON(w io.Writer, v any) {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+	// Invisible characters are written as escapes: the reviewer must
+	// see a hidden instruction, not read past it.
+	_, _ = w.Write(admit.EscapeInvisible(buf.Bytes()))
 }
 
 // openLedger opens the configured ledger: the bbolt file (waiting a

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/mcp-bastion/bastion/internal/gateway/admit"
 	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
@@ -120,6 +122,20 @@ func (g *Gateway) Evidence(ctx context.Context) (evidence.Bundle, error) {
 	b := evidence.Bundle{Snapshot: g.catalog.Snapshot()}
 	for _, st := range g.Status() {
 		s := evidence.Server{Name: st.Name, Outcome: "discovered", Error: st.LastError, Trace: st.Trace}
+		if d := g.servers[st.Name]; d != nil {
+			srv := d.catalogServer()
+			d.mu.Lock()
+			instructions, connected := d.info.Instructions, d.info.ServerInfo != nil
+			d.mu.Unlock()
+			if connected {
+				s.Identity = &srv.Identity
+			}
+			if instructions != "" {
+				s.Instructions = instructions
+				q, _ := jsontext.AppendQuote(nil, instructions)
+				s.InstructionFindings = admit.Scan(q, srv.Others)
+			}
+		}
 		switch {
 		case !st.Settled:
 			s.Outcome = "pending"

@@ -307,9 +307,23 @@ func (d *downstream) state(s upstream.State, c *upstream.Client) {
 	case upstream.Connected:
 		if c != nil {
 			if info, ok := c.Info(); ok {
+				before := d.catalogServer().Identity
 				d.mu.Lock()
 				d.info = info
 				d.mu.Unlock()
+				// A server that came back as another one must not be
+				// called under the old approvals while its list is walked
+				// again: its last list is judged at once under the new
+				// identity, which quarantines it.
+				if d.catalogServer().Identity != before {
+					d.judgeMu.Lock()
+					if d.lastTools != nil {
+						if err := d.g.catalog.Update(d.catalogServer(), d.lastTools); err != nil {
+							d.lastTools = nil
+						}
+					}
+					d.judgeMu.Unlock()
+				}
 			}
 		}
 		d.discover()
@@ -489,6 +503,10 @@ func (d *downstream) catalogServer() catalog.Server {
 	d.mu.Unlock()
 	name, version := info.Name()
 	srv := catalog.Server{Name: d.name, Identity: admit.Identity{Publisher: d.cfg.Publisher, Name: name, Version: version}}
+	if info.Instructions != "" {
+		sum := sha256.Sum256([]byte(info.Instructions))
+		srv.Identity.Instructions = hex.EncodeToString(sum[:])
+	}
 	for _, o := range d.g.order {
 		if o != d.name {
 			srv.Others = append(srv.Others, o)

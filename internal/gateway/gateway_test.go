@@ -391,6 +391,8 @@ func TestCheckOutput(t *testing.T) {
 		{"s.obj", `[1]`, false, false},
 		{"s.obj", `{}`, true, false},
 		{"s.free", `"anything"`, false, true},
+		{"s.free", `{"n":1e400}`, false, false},
+		{"s.list", `[1e400]`, false, false},
 		{"s.free", ``, false, true},
 	} {
 		tl, ok := snap.Lookup(tc.tool)
@@ -434,6 +436,10 @@ func TestParamHeaders(t *testing.T) {
 		{`{"n":9007199254740991}`, map[string]string{"N": "9007199254740991"}, nil, false},
 		{`{"n":-9007199254740991}`, map[string]string{"N": "-9007199254740991"}, nil, false},
 		{`{"n":9007199254740992}`, nil, nil, true},
+		{`{"n":"abc"}`, nil, nil, true},
+		{`{"region":7}`, nil, nil, true},
+		{`{"ok":"true"}`, nil, nil, true},
+		{`{"n":-0}`, map[string]string{"N": "0"}, nil, false},
 	} {
 		params, decisions, err := paramHeaders(mirrors, jsontext.Value(tc.args))
 		if tc.fail {
@@ -462,7 +468,7 @@ func TestParamHeaders(t *testing.T) {
 			}
 		}
 		// What the audit would hold: names and encodings only.
-		b, _ := json.Marshal(audit.Event{Headers: decisions})
+		b, _ := json.Marshal(audit.Event{Headers: decisions}.Headers)
 		for _, p := range params {
 			if strings.Contains(string(b), p.Value) && p.Value != "true" && p.Value != "false" {
 				t.Errorf("%s: the audit event holds the value %q: %s", tc.args, p.Value, b)

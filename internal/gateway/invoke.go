@@ -291,6 +291,11 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *tim
 // included whenever they carry it; a successful result of a tool with an
 // outputSchema must carry it. It returns why the result is invalid, or "".
 func checkOutput(t *catalog.Tool, r *Result) string {
+	if r.Structured != nil && !admit.FiniteNumbers(r.Structured) {
+		// A number beyond a double reads as Infinity or 0 in most
+		// clients, and matches no schema the way it will be read.
+		return "structuredContent holds a number beyond an IEEE 754 double"
+	}
 	if t.Output == nil {
 		return ""
 	}
@@ -353,6 +358,11 @@ func paramHeaders(mirrors []admit.Mirror, args jsontext.Value) ([]upstream.Param
 			continue
 		}
 		var value, encoding string
+		if !mirrorType(m.Type, v) {
+			// The schema's draft, or a $ref beside "type", can leave the
+			// declared type unenforced: a header says what it declared.
+			return nil, nil, tool.NewArgumentError(fmt.Sprintf("arguments: %s is mirrored into a header and must be of type %s", problem.Quote(strings.Join(m.Path, ".")), m.Type))
+		}
 		switch x := v.(type) {
 		case string:
 			value = upstream.HeaderValue(x)
@@ -366,7 +376,7 @@ func paramHeaders(mirrors []admit.Mirror, args jsontext.Value) ([]upstream.Param
 			if x != math.Trunc(x) || math.Abs(x) > maxSafeInteger {
 				return nil, nil, tool.NewArgumentError(fmt.Sprintf("arguments: %s is mirrored into a header and must be an integer within ±(2^53-1)", problem.Quote(strings.Join(m.Path, "."))))
 			}
-			value, encoding = strconv.FormatInt(int64(x), 10), "plain"
+			value, encoding = integerText(x), "plain"
 		default:
 			// The schema admitted only string, integer and boolean
 			// mirrors, and the arguments passed it.
@@ -414,6 +424,9 @@ func (g *Gateway) MirroredParams(name string, params jsontext.Value) []Mirrored 
 			r.Value = strconv.FormatBool(x)
 		case float64:
 			r.Value = strconv.FormatFloat(x, 'f', -1, 64)
+			if x == math.Trunc(x) && math.Abs(x) <= maxSafeInteger {
+				r.Value = integerText(x)
+			}
 		case nil:
 		default:
 			continue // not a mirrorable value: the schema refuses the call
@@ -422,6 +435,23 @@ func (g *Gateway) MirroredParams(name string, params jsontext.Value) []Mirrored 
 	}
 	return out
 }
+
+// mirrorType reports whether v is of the mirror's declared type.
+func mirrorType(typ string, v any) bool {
+	switch x := v.(type) {
+	case string:
+		return typ == "string"
+	case bool:
+		return typ == "boolean"
+	case float64:
+		return typ == "integer" && x == math.Trunc(x)
+	}
+	return false
+}
+
+// integerText is how an integer travels in a header: in decimal, -0 as 0,
+// the same on the sending and the checking side.
+func integerText(x float64) string { return strconv.FormatInt(int64(x), 10) }
 
 // lookupPath follows a property path through decoded objects.
 func lookupPath[T any](root T, path []string) (any, bool) {

@@ -26,6 +26,7 @@
 //	                   change the list after the first listing
 //	FIXTURE_PIDFILE    a file the process writes its pid to at start (for
 //	                   the test's SIGHUP)
+//	FIXTURE_INSTRUCTIONS  the server's instructions (default none)
 //
 // Tools, whatever they are named in FIXTURE_TOOLS, behave by name:
 // echo (returns its arguments), slow (sleeps arguments.ms), hang (until
@@ -160,6 +161,17 @@ func (s *server) fail(id json.RawMessage, code int, message string) {
 	s.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%q}}`, id, code, message))
 }
 
+// instructions is the ,"instructions":… member of a handshake result, or
+// nothing.
+func (s *server) instructions() string {
+	v := os.Getenv("FIXTURE_INSTRUCTIONS")
+	if v == "" {
+		return ""
+	}
+	b, _ := json.Marshal(v)
+	return `,"instructions":` + string(b)
+}
+
 func (s *server) serverInfo() string {
 	return fmt.Sprintf(`{"name":%q,"version":"1.0.0"}`, s.name)
 }
@@ -183,7 +195,7 @@ func (s *server) handle(m msg) {
 			s.fail(m.ID, -32601, "Method not found")
 			return
 		}
-		s.result(m.ID, fmt.Sprintf(`{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},"_meta":{"io.modelcontextprotocol/serverInfo":%s},"resultType":"complete"}`, s.serverInfo()))
+		s.result(m.ID, fmt.Sprintf(`{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}}%s,"_meta":{"io.modelcontextprotocol/serverInfo":%s},"resultType":"complete"}`, s.instructions(), s.serverInfo()))
 	case "initialize":
 		var p struct {
 			ProtocolVersion string `json:"protocolVersion"`
@@ -193,7 +205,7 @@ func (s *server) handle(m msg) {
 		if v == "" {
 			v = p.ProtocolVersion
 		}
-		s.result(m.ID, fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{"listChanged":true}},"serverInfo":%s}`, v, s.serverInfo()))
+		s.result(m.ID, fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{"listChanged":true}}%s,"serverInfo":%s}`, v, s.instructions(), s.serverInfo()))
 	case "ping":
 		s.result(m.ID, `{}`)
 	case "subscriptions/listen":

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -58,9 +59,57 @@ func diff(a, b jsontext.Value, pointer string, out *[]Change) {
 			return
 		}
 	}
-	if !equalJSON(a, b) {
-		*out = append(*out, Change{Pointer: pointer, Before: shown(a), After: shown(b)})
+	if equalJSON(a, b) {
+		return
 	}
+	var as, bs string
+	if a.Kind() == '"' && b.Kind() == '"' && unmarshalRaw(a, &as) == nil && unmarshalRaw(b, &bs) == nil &&
+		(len(as) > maxDiffValue || len(bs) > maxDiffValue) {
+		// Two long strings are shown where they differ: cut both at the
+		// front, a change past the cut would read as no change at all.
+		before, after := differing(as, bs)
+		*out = append(*out, Change{Pointer: pointer, Before: before, After: after})
+		return
+	}
+	*out = append(*out, Change{Pointer: pointer, Before: shown(a), After: shown(b)})
+}
+
+// differing returns the parts of two strings that differ, each with up
+// to 64 bytes of common context, as JSON strings marked with … where cut.
+func differing(a, b string) (jsontext.Value, jsontext.Value) {
+	p := 0
+	for p < len(a) && p < len(b) && a[p] == b[p] {
+		p++
+	}
+	q := 0
+	for q < len(a)-p && q < len(b)-p && a[len(a)-1-q] == b[len(b)-1-q] {
+		q++
+	}
+	window := func(s string) jsontext.Value {
+		from, to := max(p-64, 0), min(len(s)-q+64, len(s))
+		for from > 0 && !utf8.RuneStart(s[from]) {
+			from--
+		}
+		for to < len(s) && !utf8.RuneStart(s[to]) {
+			to++
+		}
+		if to-from > maxDiffValue {
+			to = from + maxDiffValue
+			for to > from && !utf8.RuneStart(s[to]) {
+				to--
+			}
+		}
+		w := s[from:to]
+		if from > 0 {
+			w = "…" + w
+		}
+		if to < len(s) {
+			w += "…"
+		}
+		v, _ := jsontext.AppendQuote(nil, w)
+		return v
+	}
+	return window(a), window(b)
 }
 
 // equalJSON compares two values in canonical form.

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
@@ -100,6 +101,15 @@ func headersTree(input, output any, hasOutput bool, mode HeaderMode, sensitive [
 		if found != nil {
 			return
 		}
+		// A reader that matches member names without regard to case
+		// would take X-MCP-Header for the annotation: only the exact
+		// spelling is an annotation, and no other spelling is allowed.
+		for k := range schema {
+			if len(k) == len("x-mcp-header") && k != "x-mcp-header" && strings.EqualFold(k, "x-mcp-header") {
+				found = &Problem{Pointer: pointer + "/" + escape(k), Detail: "x-mcp-header must be spelled in lower case"}
+				return
+			}
+		}
 		raw, ok := schema["x-mcp-header"]
 		if !ok {
 			return
@@ -124,7 +134,7 @@ func headersTree(input, output any, hasOutput bool, mode HeaderMode, sensitive [
 			found = &Problem{Pointer: pointer, Detail: "a mirrored property must have type string, integer or boolean"}
 			return
 		}
-		if s := sensitiveMatch(legal[len(legal)-1], name, sensitive); s != "" {
+		if s := sensitiveMatch(legal, name, sensitive); s != "" {
 			found = &Problem{Pointer: at, Detail: fmt.Sprintf("mirrors a sensitive name (%s) into a header", s), Sensitive: true}
 			return
 		}
@@ -176,24 +186,35 @@ func walk(v any, pointer string, path []string, mode HeaderMode, visit func(stri
 	}
 }
 
-// sensitiveMatch returns the sensitive name that the property or the
-// header name equals or ends with, compared without case, "-" or "_".
-func sensitiveMatch(property, header string, sensitive []string) string {
-	p, h := normalize(property), normalize(header)
+// sensitiveMatch returns the sensitive name that a name of the property's
+// path, or the header name, equals or ends with, compared on letters and
+// digits only, without case.
+func sensitiveMatch(path []string, header string, sensitive []string) string {
+	names := make([]string, 0, len(path)+1)
+	for _, p := range path {
+		names = append(names, normalize(p))
+	}
+	names = append(names, normalize(header))
 	for _, s := range sensitive {
 		n := normalize(s)
-		if n != "" && (strings.HasSuffix(p, n) || strings.HasSuffix(h, n)) {
-			return s
+		if n == "" {
+			continue
+		}
+		for _, name := range names {
+			if strings.HasSuffix(name, n) {
+				return s
+			}
 		}
 	}
 	return ""
 }
 
-// normalize lower-cases s and drops "-" and "_".
+// normalize lower-cases s and keeps its letters and digits only, so that
+// no separator (-, _, ., a space) hides a name: X-Api.Key is apikey.
 func normalize(s string) string {
 	b := make([]byte, 0, len(s))
 	for _, r := range strings.ToLower(s) {
-		if r != '-' && r != '_' {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
 			b = utf8.AppendRune(b, r)
 		}
 	}

@@ -7,14 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// finiteNumbers reports whether every number in v is a finite double.
-func finiteNumbers(v jsontext.Value) bool {
+// FiniteNumbers reports whether every number in v is a finite double.
+func FiniteNumbers(v jsontext.Value) bool {
 	d := jsontext.NewDecoder(bytes.NewReader(v), jsontext.AllowDuplicateNames(true))
 	for {
 		tok, err := d.ReadToken()
@@ -41,7 +42,7 @@ func finiteNumbers(v jsontext.Value) bool {
 // Canonicalize would clamp it, so that 1e400 and 1e999 would share one
 // digest — such a descriptor is refused here instead.
 func Digest(raw jsontext.Value) (string, jsontext.Value, error) {
-	if !finiteNumbers(raw) {
+	if !FiniteNumbers(raw) {
 		return "", nil, errors.New("admit: canonical form: a number is outside the range of IEEE 754 doubles")
 	}
 	canon := jsontext.Value(bytes.Clone(raw))
@@ -92,6 +93,10 @@ type Identity struct {
 	Publisher string `json:"publisher,omitempty"`
 	Name      string `json:"name"`
 	Version   string `json:"version"`
+	// Instructions is the SHA-256 of the server's instructions, which
+	// are pinned with it (never relayed to callers): instructions that
+	// change after approval are a change of the server.
+	Instructions string `json:"instructions_sha256,omitempty"`
 }
 
 // Approval is who let a digest in, when and how.
@@ -125,8 +130,15 @@ type Record struct {
 	Approval   *Approval      `json:"approval,omitempty"`
 	// Pending is what waits for review, or what was rejected.
 	Pending *Candidate `json:"pending,omitempty"`
-	Updated time.Time  `json:"updated"`
+	// RejectedDigests are the digests a reviewer refused under this name
+	// (the latest maxRejected): they stay refused whatever the server's
+	// identity, and however often the server switches back to them.
+	RejectedDigests []string  `json:"rejected_digests,omitempty"`
+	Updated         time.Time `json:"updated"`
 }
+
+// maxRejected bounds a record's memory of refused digests.
+const maxRejected = 32
 
 // Observe is the lifecycle of decisions 6 and 7: what the record of a
 // qualified name becomes when discovery finds c under it. prev is nil for
@@ -150,7 +162,7 @@ func Observe(prev *Record, qualified, server, name string, c Candidate, mode Fir
 		r.Status, r.Reason, r.Pending = s, reason, &c
 		return r
 	}
-	if prev != nil && prev.Status == Rejected && prev.Pending != nil && prev.Pending.Digest == c.Digest && prev.Pending.Identity == c.Identity {
+	if slices.Contains(r.RejectedDigests, c.Digest) {
 		return hold(Rejected, ReasonReviewer)
 	}
 	if r.Approval == nil {
@@ -202,6 +214,8 @@ func Approve(prev Record, digest, by string, now time.Time) (Record, error) {
 	id := c.Identity
 	prev.Digest, prev.Descriptor, prev.Identity = c.Digest, c.Descriptor, &id
 	prev.Approval = &Approval{By: by, At: now, Mode: "review"}
+	// An approval overrides an earlier refusal of the same digest.
+	prev.RejectedDigests = slices.DeleteFunc(slices.Clone(prev.RejectedDigests), func(d string) bool { return d == digest })
 	prev.Status, prev.Reason, prev.Pending, prev.Updated = Admitted, "", nil, now
 	return prev, nil
 }
@@ -213,5 +227,11 @@ func Reject(prev Record, now time.Time) (Record, error) {
 		return prev, ErrNothingPending
 	}
 	prev.Status, prev.Reason, prev.Updated = Rejected, ReasonReviewer, now
+	if !slices.Contains(prev.RejectedDigests, prev.Pending.Digest) {
+		prev.RejectedDigests = append(slices.Clone(prev.RejectedDigests), prev.Pending.Digest)
+		if n := len(prev.RejectedDigests); n > maxRejected {
+			prev.RejectedDigests = prev.RejectedDigests[n-maxRejected:]
+		}
+	}
 	return prev, nil
 }

@@ -25,7 +25,10 @@ func TestObserve(t *testing.T) {
 		Approval: &Approval{By: "alice", At: t0, Mode: "review"}}
 	quarantined := approved
 	quarantined.Status, quarantined.Reason, quarantined.Pending = Quarantined, ReasonDigestChanged, &Candidate{Digest: "d2", Identity: v1}
-	rejected := Record{Qualified: "s.t", Status: Rejected, Reason: ReasonReviewer, Pending: &Candidate{Digest: "d9", Identity: v1}}
+	rejected := Record{Qualified: "s.t", Status: Rejected, Reason: ReasonReviewer, Pending: &Candidate{Digest: "d9", Identity: v1},
+		RejectedDigests: []string{"d9"}}
+	flipped := rejected
+	flipped.Status, flipped.Reason, flipped.Pending = Pending, ReasonFirstUse, &Candidate{Digest: "d10", Identity: v1}
 	for _, tc := range []struct {
 		name   string
 		prev   *Record
@@ -45,6 +48,8 @@ func TestObserve(t *testing.T) {
 		{"reverted to the approved digest", &quarantined, cand("d1", v1), FirstUseReview, Admitted, ""},
 		{"still changed", &quarantined, cand("d3", v1), FirstUseReview, Quarantined, ReasonDigestChanged},
 		{"rejected digest stays rejected", &rejected, cand("d9", v1), FirstUsePin, Rejected, ReasonReviewer},
+		{"rejected digest stays rejected behind a new identity", &rejected, cand("d9", v2), FirstUsePin, Rejected, ReasonReviewer},
+		{"rejected digest stays rejected after a flip to another", &flipped, cand("d9", v1), FirstUseReview, Rejected, ReasonReviewer},
 		{"a new digest after a rejection is judged anew", &rejected, cand("d10", v1), FirstUsePin, Admitted, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

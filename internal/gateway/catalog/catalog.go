@@ -13,7 +13,6 @@
 package catalog
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"regexp"
@@ -269,10 +268,10 @@ func (c *Catalog) publish() {
 }
 
 // sameTools reports whether two sorted tool lists offer the same
-// descriptors under the same names.
+// descriptors (the same canonical forms) under the same names.
 func sameTools(a, b []*Tool) bool {
 	return slices.EqualFunc(a, b, func(x, y *Tool) bool {
-		return x.Qualified == y.Qualified && bytes.Equal(x.Raw, y.Raw)
+		return x.Qualified == y.Qualified && x.Digest == y.Digest
 	})
 }
 
@@ -319,8 +318,13 @@ func (c *Catalog) check(server string, descriptors []jsontext.Value, others []st
 	st := serverTools{byRaw: make(map[[32]byte]*Tool, len(descriptors))}
 	counts := map[string]int{}
 	for _, v := range out {
-		if v.tool != nil {
+		switch {
+		case v.tool != nil:
 			counts[v.tool.Name]++
+		case v.rej.Name != "":
+			// A copy rejected for another reason still shares the name:
+			// the valid copy must not win by its rival's fault.
+			counts[v.rej.Name]++
 		}
 	}
 	for i, v := range out {
@@ -376,20 +380,35 @@ func (c *Catalog) checkOne(server string, i int, raw jsontext.Value, others []st
 	if len(server)+1+len(name) > MaxQualified {
 		return reject(name, admit.RejectName, fmt.Sprintf("the qualified name is longer than %d characters", MaxQualified))
 	}
-	t := &Tool{Qualified: server + "." + name, Server: server, Name: name, Raw: raw,
+	// From here on the descriptor is its canonical form: what the digest
+	// pins is what is checked, compiled, scanned, shown to the reviewer
+	// and listed to callers. Two spellings of one number (1e-400 and 0)
+	// can share a digest; they must then share a meaning too.
+	digest, canon, err := admit.Digest(raw)
+	if err != nil {
+		return reject(name, admit.RejectMalformed, "the descriptor has no RFC 8785 canonical form (a number beyond an IEEE 754 double)")
+	}
+	d = struct {
+		Name         jsontext.Value `json:"name"`
+		Title        jsontext.Value `json:"title"`
+		Description  jsontext.Value `json:"description"`
+		InputSchema  jsontext.Value `json:"inputSchema"`
+		OutputSchema jsontext.Value `json:"outputSchema"`
+		Annotations  jsontext.Value `json:"annotations"`
+		Icons        jsontext.Value `json:"icons"`
+	}{}
+	if err := json.Unmarshal(canon, &d); err != nil {
+		return reject(name, admit.RejectDigest, "the descriptor's canonical form does not parse")
+	}
+	t := &Tool{Qualified: server + "." + name, Server: server, Name: name, Raw: raw, Digest: digest, Canonical: canon,
 		InputSchema: d.InputSchema, OutputSchema: d.OutputSchema, Annotations: d.Annotations, Icons: d.Icons}
 	t.Title, _ = jsonString(d.Title)
 	t.Description, _ = jsonString(d.Description)
-	schemas, findings, rej := admit.Check(raw, d.InputSchema, d.OutputSchema, c.opts, others)
+	schemas, findings, rej := admit.Check(canon, d.InputSchema, d.OutputSchema, c.opts, others)
 	if rej != nil {
 		return reject(name, rej.Category, rej.Detail)
 	}
 	t.Input, t.Output, t.Mirrors = schemas.Input, schemas.Output, schemas.Mirrors
-	digest, canon, err := admit.Digest(raw)
-	if err != nil {
-		return reject(name, admit.RejectDigest, "the descriptor has no RFC 8785 canonical form")
-	}
-	t.Digest, t.Canonical = digest, canon
 	t.Findings = findings
 	return t, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/admit"
+	"github.com/mcp-bastion/bastion/internal/tool"
 )
 
 func raws(ss ...string) []jsontext.Value {
@@ -207,5 +208,34 @@ func TestRawKept(t *testing.T) {
 	tl, _ := c.Snapshot().Lookup("a.t")
 	if string(tl.Raw) != in || string(tl.Annotations) != `{"readOnlyHint":true}` || tl.Input == nil {
 		t.Fatalf("%+v", tl)
+	}
+}
+
+// TestCanonicalIsWhatIsChecked: a number spelled two ways with one
+// canonical form (1e-400 underflows to 0) gets one digest, and then one
+// meaning: the schema compiled and listed is the canonical one, so the
+// validator, the reviewer and the callers read what was pinned.
+func TestCanonicalIsWhatIsChecked(t *testing.T) {
+	c := New(AdmitAll{}, admit.Options{})
+	_ = c.Update(Server{Name: "a"}, raws(`{"name":"neg","inputSchema":{"type":"object","properties":{"n":{"type":"integer","exclusiveMaximum":1e-400}},"required":["n"]}}`))
+	tl, ok := c.Snapshot().Lookup("a.neg")
+	if !ok {
+		t.Fatal(c.Snapshot().Rejected)
+	}
+	if !strings.Contains(string(tl.InputSchema), `"exclusiveMaximum":0`) {
+		t.Errorf("listed schema %s", tl.InputSchema)
+	}
+	if err := tool.ValidateValue(tl.Input, jsontext.Value(`{"n":0}`)); err == nil {
+		t.Error("0 passes exclusiveMaximum 0")
+	}
+}
+
+// TestDuplicateWithRejectedCopy: when one copy of a name is rejected for
+// its own fault, the other copy does not win.
+func TestDuplicateWithRejectedCopy(t *testing.T) {
+	c := New(AdmitAll{}, admit.Options{})
+	_ = c.Update(Server{Name: "s"}, raws(desc("t"), `{"name":"t","inputSchema":{"type":"object","properties":{"o":{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"R"}}}}}}`))
+	if names(c.Snapshot()) != "" {
+		t.Fatalf("a copy won: %s", names(c.Snapshot()))
 	}
 }

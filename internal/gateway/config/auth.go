@@ -139,6 +139,10 @@ func (v *validator) policy(c *Config) {
 	if _, err := policy.Compile(c.PolicyRules()); err != nil {
 		v.fail("policy.rules", "%s", strings.TrimPrefix(err.Error(), "policy: "))
 	}
+	if r := c.Policy.Rate; r != nil && r.PerPrincipal == "off" {
+		c.Policy.Rate = nil
+		return
+	}
 	if r := c.Policy.Rate; r != nil {
 		if r.Every = v.rate("policy.rate.per_principal", r.PerPrincipal); r.Every == 0 {
 			return

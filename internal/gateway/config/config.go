@@ -171,7 +171,9 @@ type Policy struct {
 	// FilterToolsList lists to each caller only what some rule may allow
 	// it; default true.
 	FilterToolsList *bool `yaml:"filter_tools_list"`
-	// Rate limits each principal's requests.
+	// Rate limits each principal's requests: default 50/s with a burst of
+	// 100 when callers authenticate, off under auth mode none;
+	// per_principal "off" turns it off.
 	Rate *Rate `yaml:"rate"`
 }
 
@@ -276,6 +278,8 @@ const (
 	DefaultInflightPerDownstream = 64
 	DefaultSessionKeyEnv         = "MCP_GATEWAY_SESSION_KEY"
 	DefaultSessionTTL            = 24 * time.Hour
+	DefaultRate                  = "50/s"
+	DefaultRateBurst             = 100
 )
 
 // MaxFileBytes is the largest configuration file read.
@@ -392,6 +396,13 @@ func (c *Config) defaults() {
 	}
 	if c.Audit.File == "" {
 		c.Audit.File = "stderr"
+	}
+	// Every authenticated principal has a token bucket unless the file
+	// says otherwise (decision 14). Under auth mode none every caller is
+	// the one anonymous principal, so a default bucket would throttle the
+	// whole loopback gateway as one caller: there it is opt-in.
+	if c.Policy.Rate == nil && c.Auth.Mode != "none" {
+		c.Policy.Rate = &Rate{PerPrincipal: DefaultRate, Burst: DefaultRateBurst}
 	}
 	if j := c.Auth.JWT; j != nil {
 		if j.RolesClaim == "" {

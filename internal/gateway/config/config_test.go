@@ -215,3 +215,33 @@ func TestAuthResolved(t *testing.T) {
 		t.Errorf("policy %+v, audit %+v", c.Policy, c.Audit)
 	}
 }
+
+// TestDefaultRate: authenticated principals get a token bucket by
+// default; auth mode none, whose callers are one principal, does not;
+// per_principal: off turns it off.
+func TestDefaultRate(t *testing.T) {
+	tokens := "auth:\n  tokens_env: TOKS\nservers:\n  - name: a\n    command: [x]\n"
+	getenv := env(map[string]string{"TOKS": `{"tok-v":"viewer"}`})
+	for _, tc := range []struct {
+		name, yaml string
+		every      time.Duration
+		burst      int
+	}{
+		{"authenticated", tokens, 20 * time.Millisecond, 100},
+		{"off", tokens + "policy: {rate: {per_principal: \"off\"}}\n", 0, 0},
+		{"set", tokens + "policy: {rate: {per_principal: 5/s}}\n", 200 * time.Millisecond, 5},
+		{"mode none", "auth: {mode: none}\nservers:\n  - name: a\n    command: [x]\n", 0, 0},
+	} {
+		c, err := Parse([]byte(tc.yaml), getenv)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		r := c.Policy.Rate
+		switch {
+		case tc.every == 0 && r != nil:
+			t.Errorf("%s: rate %+v, want none", tc.name, r)
+		case tc.every != 0 && (r == nil || r.Every != tc.every || r.Burst != tc.burst):
+			t.Errorf("%s: rate %+v, want every %s burst %d", tc.name, r, tc.every, tc.burst)
+		}
+	}
+}

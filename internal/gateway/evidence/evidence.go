@@ -6,7 +6,8 @@
 //
 // The files, all JSON or JSON Lines:
 //
-//	servers.json      server → discovered or failed closed, with the error
+//	servers.json      server → discovered or failed closed, with the error; its
+//	                  identity, instructions and the scanner's findings on them
 //	page-trace.jsonl  one line per tools/list request
 //	admitted.json     qualified name, server, downstream name, digest, approval
 //	rejected.json     qualified name (or server and index), category, detail, raw descriptor
@@ -40,6 +41,13 @@ type Server struct {
 	Outcome string          `json:"outcome"`
 	Error   string          `json:"error,omitempty"`
 	Trace   []discover.Page `json:"-"`
+	// Identity is what the server reported of itself at its last
+	// handshake, as pinned with its tools; Instructions are its
+	// instructions (never relayed to callers) and InstructionFindings the
+	// scanner's evidence on them.
+	Identity            *admit.Identity `json:"identity,omitempty"`
+	Instructions        string          `json:"instructions,omitempty"`
+	InstructionFindings []admit.Finding `json:"instruction_findings,omitempty"`
 }
 
 // Bundle is what is written.
@@ -147,7 +155,7 @@ func Write(dir string, b Bundle) error {
 		if err := enc.Encode(f.v); err != nil {
 			return fmt.Errorf("evidence: %s: %w", f.name, err)
 		}
-		if err := replace(dir, f.name, data.Bytes()); err != nil {
+		if err := replace(dir, f.name, admit.EscapeInvisible(data.Bytes())); err != nil {
 			return err
 		}
 	}
