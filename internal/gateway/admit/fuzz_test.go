@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
@@ -539,15 +540,28 @@ func isHeaderToken(s string) bool {
 	return true
 }
 
-// isSensitive: the property or the header name ends with a sensitive
-// name, compared without case, "-" or "_".
-func isSensitive(property, header string) bool {
+// isSensitive: a name of the property's path, or the header name, ends
+// with a sensitive name, compared on letters and digits only, without
+// case.
+func isSensitive(path []string, header string) bool {
 	fold := func(s string) string {
-		return strings.ReplaceAll(strings.ReplaceAll(strings.ToLower(s), "-", ""), "_", "")
+		var b strings.Builder
+		for _, r := range strings.ToLower(s) {
+			if unicode.IsLetter(r) || unicode.IsDigit(r) {
+				b.WriteRune(r)
+			}
+		}
+		return b.String()
 	}
 	for _, s := range DefaultSensitiveNames {
-		if n := fold(s); n != "" && (strings.HasSuffix(fold(property), n) || strings.HasSuffix(fold(header), n)) {
-			return true
+		n := fold(s)
+		if n == "" {
+			continue
+		}
+		for _, name := range append(slices.Clone(path), header) {
+			if strings.HasSuffix(fold(name), n) {
+				return true
+			}
 		}
 	}
 	return false
@@ -676,7 +690,7 @@ func FuzzHeaderWrapping(f *testing.F) {
 		}
 
 		legal := allProperties && len(propPath) >= 1 && (spec || len(propPath) == 1) && !inOutput
-		valid := len(propPath) > 0 && isHeaderToken(header) && !isSensitive(propPath[len(propPath)-1], header)
+		valid := len(propPath) > 0 && isHeaderToken(header) && !isSensitive(propPath, header)
 		switch sibling {
 		case 1:
 			valid = valid && !strings.EqualFold(header, "Sib")
@@ -754,6 +768,14 @@ func findAnnotations(n *jnode, path []string, onChain bool, mode HeaderMode, out
 		if n.member("x-mcp-header") != nil {
 			legal := onChain && len(path) >= 1 && (mode == HeaderSpec || len(path) == 1)
 			*out = append(*out, annotation{schema: n, path: path, legal: legal})
+		}
+		// Another spelling (X-MCP-Header) is never an annotation, and
+		// never allowed: a reader that folds case would take it for one.
+		for _, m := range n.members {
+			if m.name != "x-mcp-header" && strings.EqualFold(m.name, "x-mcp-header") {
+				*out = append(*out, annotation{schema: n, path: path, legal: false})
+				break
+			}
 		}
 		for _, m := range n.members {
 			if onChain && m.name == "properties" && m.val.kind == '{' {
@@ -859,7 +881,7 @@ func FuzzHeadersRaw(f *testing.F) {
 				if !isHeaderToken(m.Header) || seen[strings.ToLower(m.Header)] ||
 					m.Type != "string" && m.Type != "integer" && m.Type != "boolean" ||
 					len(m.Path) == 0 || mode == HeaderStrict && len(m.Path) != 1 ||
-					isSensitive(m.Path[len(m.Path)-1], m.Header) {
+					isSensitive(m.Path, m.Header) {
 					t.Fatalf("admitted %+v", m)
 				}
 				seen[strings.ToLower(m.Header)] = true
