@@ -83,18 +83,14 @@ func admitCmd(ctx context.Context, args []string, e env) int {
 		fmt.Fprintln(e.stderr, "bastion admit: --config FILE is required")
 		return exitUsage
 	}
-	getenv := lookupIn(e.environ)
+	load := gwconfig.Load
 	if *dir == "" {
-		// Review starts no server: the credentials its configuration
-		// refers to need not be in the reviewer's environment.
-		getenv = func(name string) (string, bool) {
-			if v, ok := lookupIn(e.environ)(name); ok {
-				return v, true
-			}
-			return "unset-for-review", true
-		}
+		// Review starts no server and authenticates no caller: the
+		// credentials the configuration refers to need not be in the
+		// reviewer's environment.
+		load = gwconfig.LoadOffline
 	}
-	cfg, err := gwconfig.Load(*path, getenv)
+	cfg, err := load(*path, lookupIn(e.environ))
 	if err != nil {
 		fmt.Fprintln(e.stderr, "bastion admit: invalid configuration:")
 		for _, line := range splitJoined(err) {
@@ -284,6 +280,11 @@ func admitReview(ctx context.Context, cfg *gwconfig.Config, args []string, diges
 func reviewService(ctx context.Context, cfg *gwconfig.Config, environ []string) (review.Service, func(), error) {
 	if c, err := review.Dial(ctx, cfg.ReviewSocket()); err == nil {
 		return c, func() {}, nil
+	}
+	if !cfg.Admission.Ledger.Shared() {
+		if _, err := os.Stat(cfg.LedgerPath()); errors.Is(err, os.ErrNotExist) {
+			return nil, nil, fmt.Errorf("no ledger at %s yet: run bastion admit --evidence DIR, or start the gateway, to discover what to review", cfg.LedgerPath())
+		}
 	}
 	store, err := openLedger(ctx, cfg, environ)
 	if errors.Is(err, ledger.ErrLocked) {

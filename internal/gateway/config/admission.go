@@ -100,7 +100,7 @@ func (v *validator) admission(c *Config) {
 		v.fail("admission.ledger", "file and postgres_dsn_env exclude each other")
 	case l.PostgresDSNEnv != "" && !envName.MatchString(l.PostgresDSNEnv):
 		v.fail("admission.ledger.postgres_dsn_env", "must be an environment variable name")
-	case l.PostgresDSNEnv != "":
+	case l.PostgresDSNEnv != "" && !v.offline:
 		if dsn, ok := v.getenv(l.PostgresDSNEnv); !ok || dsn == "" {
 			v.fail("admission.ledger.postgres_dsn_env", "%s is not set in the environment", l.PostgresDSNEnv)
 		}

@@ -245,3 +245,31 @@ func TestDefaultRate(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadOffline: review needs none of the credentials the file refers
+// to; everything else is still validated.
+func TestLoadOffline(t *testing.T) {
+	dir := t.TempDir()
+	write := func(body string) string {
+		p := filepath.Join(dir, "g.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	unset := func(string) (string, bool) { return "", false }
+	p := write("auth:\n  tokens_env: NOPE\nservers:\n  - name: a\n    command: [x]\n    env: {DB_PASSWORD: \"${NOPE2}\"}\n")
+	if _, err := Load(p, unset); err == nil {
+		t.Fatal("Load accepted unset credentials")
+	}
+	c, err := LoadOffline(p, unset)
+	if err != nil {
+		t.Fatalf("LoadOffline: %v", err)
+	}
+	if c.Servers[0].Env["DB_PASSWORD"] != "${NOPE2}" || len(c.Auth.Static) != 0 {
+		t.Errorf("offline config %+v", c.Servers[0].Env)
+	}
+	if _, err := LoadOffline(write("auth: {mode: none}\nservers: []\n"), unset); err == nil {
+		t.Error("LoadOffline skipped the rest of validation")
+	}
+}
