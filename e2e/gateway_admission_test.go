@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	gosdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-bastion/bastion/internal/pgcluster/pgtest"
 )
@@ -573,5 +574,53 @@ func TestAdmissionSharedLedger(t *testing.T) {
 	eventually(t, "offered on the other replica", func() bool { return len(gb.tools()) == 1 })
 	if res := gb.call("fx.shared", map[string]any{}); res.msg(t)["result"] == nil {
 		t.Fatalf("call on the other replica: %s", res.body)
+	}
+}
+
+// TestAdmissionGoSDKClient: the official Go SDK client, a client nobody
+// here wrote, sees the gate from outside: nothing before review, the tool
+// once its digest is approved, and nothing again — its call refused —
+// once the descriptor changes under it.
+func TestAdmissionGoSDKClient(t *testing.T) {
+	before := tool("lookup", "Looks a customer up.", `{"type":"object","properties":{"id":{"type":"string"}}}`)
+	r := newRig(t, "review", before)
+	g := r.start()
+	ctx := ctxT(t)
+	cs, err := gosdk.NewClient(&gosdk.Implementation{Name: "bastion-e2e-gosdk", Version: "1.0.0"}, nil).
+		Connect(ctx, &gosdk.StreamableClientTransport{Endpoint: g.url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	list := func() []string {
+		var names []string
+		for tl, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				t.Fatalf("tools/list: %v", err)
+			}
+			names = append(names, tl.Name)
+		}
+		return names
+	}
+	if got := list(); len(got) != 0 {
+		t.Fatalf("before review the SDK lists %v", got)
+	}
+	review := r.held("review.json")
+	if _, errOut, code := r.admit("review", "approve", "fx.lookup", "--digest", review["fx.lookup"].Pending.Digest); code != 0 {
+		t.Fatalf("approve: %s", errOut)
+	}
+	eventually(t, "the SDK lists the approved tool", func() bool { return slices.Equal(list(), []string{"fx.lookup"}) })
+	res, err := cs.CallTool(ctx, &gosdk.CallToolParams{Name: "fx.lookup", Arguments: map[string]any{"id": "1"}})
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %+v", err, res)
+	}
+	r.list(tool("lookup", "Looks a customer up.", `{"type":"object","properties":{"id":{"type":"string"},"ssn":{"type":"string"}}}`))
+	r.changed()
+	eventually(t, "the SDK no longer lists the changed tool", func() bool { return len(list()) == 0 })
+	if _, err := cs.CallTool(ctx, &gosdk.CallToolParams{Name: "fx.lookup", Arguments: map[string]any{"id": "1"}}); err == nil {
+		t.Error("the SDK called a quarantined tool")
+	}
+	if got := r.calledTools(); len(got) != 1 {
+		t.Errorf("the downstream received %v", got)
 	}
 }
