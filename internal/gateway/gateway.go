@@ -165,11 +165,11 @@ func (g *Gateway) Start() {
 	}
 	if r := g.cfg.Discovery.Refresh.D(); r > 0 {
 		g.wg.Add(1)
-		go g.refresh(r)
+		go g.everyServer(r, (*downstream).discover) // walk every list again
 	}
 	if g.cfg.Admission.Ledger.Shared() {
 		g.wg.Add(1)
-		go g.reread(sharedLedgerReread)
+		go g.everyServer(sharedLedgerReread, (*downstream).reread)
 	}
 }
 
@@ -179,33 +179,22 @@ func (g *Gateway) Start() {
 var sharedLedgerReread = 3 * time.Second
 
 // reread judges every server's last complete list against the ledger
-// again, each interval, without listing the servers again.
-func (g *Gateway) reread(every time.Duration) {
-	defer g.wg.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-g.ctx.Done():
-			return
-		case <-t.C:
-			for _, name := range g.order {
-				d := g.servers[name]
-				d.judgeMu.Lock()
-				if d.lastTools != nil && d.conn != nil && d.conn.Connected() {
-					if err := g.catalog.Update(d.catalogServer(), d.lastTools); err != nil {
-						g.log.Warn("the shared ledger could not be read; none of the server's tools is offered",
-							slog.String("server", name), slog.String("error", err.Error()))
-					}
-				}
-				d.judgeMu.Unlock()
-			}
-		}
+// again, without listing the servers again.
+func (d *downstream) reread() {
+	d.judgeMu.Lock()
+	defer d.judgeMu.Unlock()
+	if d.lastTools == nil || d.conn == nil || !d.conn.Connected() {
+		return
+	}
+	if err := d.g.catalog.Update(d.catalogServer(), d.lastTools); err != nil {
+		d.g.log.Warn("the shared ledger could not be read; none of the server's tools is offered",
+			slog.String("server", d.name), slog.String("error", err.Error()))
 	}
 }
 
-// refresh walks every server's list again each interval.
-func (g *Gateway) refresh(every time.Duration) {
+// everyServer runs fn for every server, in configuration order, each
+// interval until the gateway closes.
+func (g *Gateway) everyServer(every time.Duration, fn func(*downstream)) {
 	defer g.wg.Done()
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -215,7 +204,7 @@ func (g *Gateway) refresh(every time.Duration) {
 			return
 		case <-t.C:
 			for _, name := range g.order {
-				g.servers[name].discover()
+				fn(g.servers[name])
 			}
 		}
 	}

@@ -344,6 +344,18 @@ func (c *Catalog) check(server string, descriptors []jsontext.Value, others []st
 	return st
 }
 
+// descriptorMembers are the members of a descriptor the catalog reads;
+// the rest stays in the raw and canonical forms.
+type descriptorMembers struct {
+	Name         jsontext.Value `json:"name"`
+	Title        jsontext.Value `json:"title"`
+	Description  jsontext.Value `json:"description"`
+	InputSchema  jsontext.Value `json:"inputSchema"`
+	OutputSchema jsontext.Value `json:"outputSchema"`
+	Annotations  jsontext.Value `json:"annotations"`
+	Icons        jsontext.Value `json:"icons"`
+}
+
 // checkOne checks the descriptor at index i of server's list.
 func (c *Catalog) checkOne(server string, i int, raw jsontext.Value, others []string) (*Tool, *Rejected) {
 	reject := func(name, category, detail string) (*Tool, *Rejected) {
@@ -356,15 +368,7 @@ func (c *Catalog) checkOne(server string, i int, raw jsontext.Value, others []st
 	if raw.Kind() != '{' {
 		return reject("", admit.RejectNotObject, "the descriptor is not a JSON object")
 	}
-	var d struct {
-		Name         jsontext.Value `json:"name"`
-		Title        jsontext.Value `json:"title"`
-		Description  jsontext.Value `json:"description"`
-		InputSchema  jsontext.Value `json:"inputSchema"`
-		OutputSchema jsontext.Value `json:"outputSchema"`
-		Annotations  jsontext.Value `json:"annotations"`
-		Icons        jsontext.Value `json:"icons"`
-	}
+	var d descriptorMembers
 	if err := json.Unmarshal(raw, &d); err != nil {
 		// Strict: two readers of a descriptor with a repeated member
 		// name could see different members.
@@ -388,15 +392,7 @@ func (c *Catalog) checkOne(server string, i int, raw jsontext.Value, others []st
 	if err != nil {
 		return reject(name, admit.RejectMalformed, "the descriptor has no RFC 8785 canonical form (a number beyond an IEEE 754 double)")
 	}
-	d = struct {
-		Name         jsontext.Value `json:"name"`
-		Title        jsontext.Value `json:"title"`
-		Description  jsontext.Value `json:"description"`
-		InputSchema  jsontext.Value `json:"inputSchema"`
-		OutputSchema jsontext.Value `json:"outputSchema"`
-		Annotations  jsontext.Value `json:"annotations"`
-		Icons        jsontext.Value `json:"icons"`
-	}{}
+	d = descriptorMembers{}
 	if err := json.Unmarshal(canon, &d); err != nil {
 		return reject(name, admit.RejectDigest, "the descriptor's canonical form does not parse")
 	}
