@@ -59,8 +59,18 @@ func benchPages(b *testing.B, distinct bool) []jsontext.Value {
 // written); "again" is the re-discovery of an unchanged list (every
 // record read and judged, none written). Their input schemas are one
 // schema repeated, as in generated APIs; "first-distinct" gives every
-// descriptor a schema of its own, so that every one is compiled.
+// descriptor a schema of its own, so that every one is compiled. "walk"
+// is the baseline measured in the same run: the cursor walk alone.
 func BenchmarkAdmission10k(b *testing.B) {
+	// The baseline: the cursor walk of the same 100 pages, no admission.
+	b.Run("walk", func(b *testing.B) {
+		run := admission10k(b, benchPages(b, false))
+		for b.Loop() {
+			if res := discover.Walk(b.Context(), run.lister, discover.Limits{Pages: 1000, Tools: 100_000, Timeout: time.Minute}); len(res.Tools) != 10_000 {
+				b.Fatal(res.Err)
+			}
+		}
+	})
 	for _, distinct := range []bool{false, true} {
 		name := "first"
 		if distinct {
