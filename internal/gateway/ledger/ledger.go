@@ -123,18 +123,32 @@ func (b *Bolt) Update(ctx context.Context, qualified string, fn func(*admit.Reco
 		if v == nil {
 			return ErrNotFound
 		}
-		var r admit.Record
-		if err := json.Unmarshal(v, &r); err != nil {
-			return fmt.Errorf("ledger: record %q: %w", qualified, err)
-		}
-		if err := fn(&r); err != nil {
+		next, err := apply(qualified, v, fn)
+		if err != nil {
 			return err
 		}
-		if r.Qualified != qualified {
-			return fmt.Errorf("ledger: an update may not rename %q", qualified)
-		}
-		return put(bk, r)
+		return bk.Put([]byte(qualified), next)
 	})
+}
+
+// apply is the heart of both stores' Update: the stored record decoded,
+// changed by fn, refused if fn renamed it, and encoded again.
+func apply(qualified string, stored []byte, fn func(*admit.Record) error) ([]byte, error) {
+	var r admit.Record
+	if err := json.Unmarshal(stored, &r); err != nil {
+		return nil, fmt.Errorf("ledger: record %q: %w", qualified, err)
+	}
+	if err := fn(&r); err != nil {
+		return nil, err
+	}
+	if r.Qualified != qualified {
+		return nil, fmt.Errorf("ledger: an update may not rename %q", qualified)
+	}
+	v, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: record %q: %w", qualified, err)
+	}
+	return v, nil
 }
 
 // All implements Store.

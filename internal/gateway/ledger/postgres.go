@@ -216,18 +216,8 @@ func (p *Postgres) Update(ctx context.Context, qualified string, fn func(*admit.
 		if err != nil {
 			return fmt.Errorf("ledger: read %q: %w", qualified, err)
 		}
-		var r admit.Record
-		if err := json.Unmarshal(v, &r); err != nil {
-			return fmt.Errorf("ledger: record %q: %w", qualified, err)
-		}
-		if err := fn(&r); err != nil {
+		if v, err = apply(qualified, v, fn); err != nil {
 			return err
-		}
-		if r.Qualified != qualified {
-			return fmt.Errorf("ledger: an update may not rename %q", qualified)
-		}
-		if v, err = json.Marshal(r); err != nil {
-			return fmt.Errorf("ledger: record %q: %w", qualified, err)
 		}
 		// The row's server stays what its Transact wrote: a rename is
 		// refused above, so the name still has that prefix.
