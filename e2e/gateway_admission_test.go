@@ -264,7 +264,11 @@ func TestAdmissionReviewFlow(t *testing.T) {
 		Qualified, Digest string
 		Approval          struct{ By, Mode string }
 	}
-	r.evidence("admitted.json", &admitted)
+	// The bundle is rewritten after the walk that offered the tool.
+	eventually(t, "the approval in the evidence", func() bool {
+		r.evidence("admitted.json", &admitted)
+		return len(admitted) == 1
+	})
 	if len(admitted) != 1 || admitted[0].Approval.By != "e2e-reviewer" || admitted[0].Approval.Mode != "review" ||
 		admitted[0].Digest != review["fx.search"].Pending.Digest {
 		t.Errorf("admitted: %+v", admitted)
@@ -303,7 +307,11 @@ func TestAdmissionRugPull(t *testing.T) {
 	if got := r.calledTools(); len(got) != 0 {
 		t.Errorf("the downstream received calls of %v", got)
 	}
-	q := r.held("quarantined.json")["fx.lookup"]
+	var q heldItem
+	eventually(t, "the quarantine in the evidence", func() bool {
+		q = r.held("quarantined.json")["fx.lookup"]
+		return q.Reason != ""
+	})
 	if q.Reason != "digest_changed" || q.Pending == nil || len(q.Changes) != 1 || q.Changes[0].Pointer != "/inputSchema/properties/notes" {
 		t.Fatalf("quarantined: %+v", q)
 	}

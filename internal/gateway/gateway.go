@@ -81,6 +81,7 @@ type downstream struct {
 	again   bool      // another walk is wanted after it
 	last    time.Time // when the last walk began
 	settled bool      // discovered, or failed closed, at least once
+	ready   bool      // settled, and its evidence written since
 	trace   []discover.Page
 	lastErr string
 	info    upstream.Info // the last handshake's
@@ -243,9 +244,9 @@ func (g *Gateway) Close(ctx context.Context) error {
 func (g *Gateway) Ready() bool {
 	for _, d := range g.servers {
 		d.mu.Lock()
-		settled := d.settled
+		ready := d.ready
 		d.mu.Unlock()
-		if !settled {
+		if !ready {
 			return false
 		}
 	}
@@ -324,9 +325,19 @@ func (d *downstream) state(s upstream.State, c *upstream.Client) {
 		d.mu.Unlock()
 		d.offerNothing()
 		d.g.writeEvidence()
+		d.markReady()
 	case upstream.Closed:
 		d.offerNothing()
 	}
+}
+
+// markReady counts the server as settled for /readyz — after its
+// evidence was written, so that a ready gateway's bundle already says
+// what became of it.
+func (d *downstream) markReady() {
+	d.mu.Lock()
+	d.ready = true
+	d.mu.Unlock()
 }
 
 // offerNothing removes the server from the catalog, and forgets its last
@@ -425,6 +436,7 @@ func (d *downstream) walk() {
 		}
 		d.mu.Unlock()
 		d.g.writeEvidence()
+		d.markReady()
 	}()
 	if res.Err != nil {
 		d.g.log.Warn("the list of a downstream could not be read whole; none of its tools is offered",
