@@ -35,23 +35,26 @@ The gateway's admission gate, for its reviewer.
 configuration names, records the verdicts in the ledger, writes the
 evidence bundle into DIR (servers.json, page-trace.jsonl, admitted.json,
 rejected.json, quarantined.json, review.json, ledger.json, audit.jsonl)
-and exits 1 when any server failed closed. It needs the ledger to itself:
-while a gateway runs on the same state directory, that gateway keeps the
-same bundle current in <state_dir>/evidence.
+and exits 1 when any server failed closed (or did not settle in time). On a
+bbolt ledger it needs the ledger to itself: while a gateway runs on the
+same state directory, that gateway keeps the same bundle current in
+<state_dir>/evidence.
 
 review works on the ledger: through the running gateway's socket
 (<state_dir>/review.sock) when one runs, so that an approval takes effect
 at once; else on the ledger file, and the next start admits what was
 approved.
-  list      every tool the ledger holds: status, reason, name, digest
-            (the digest waiting for review when one waits)
+  list      every tool the ledger holds: status, reason, name, digest (the
+            one waiting for review, or refused, when there is one) and
+            the number of scanner findings on it
   show      one tool's record: the descriptor waiting, the scanner's
             findings with their field paths, and for a changed descriptor
             a field-level diff against the pinned one
   approve   pins DIGEST, which must be the one waiting: what was read is
             what gets pinned
-  reject    refuses what waits; it stays refused until the server serves
-            something else under the name
+  reject    refuses the digest waiting: it stays refused under the name
+            whenever it is served (a reviewer may still approve it);
+            another digest is judged afresh
 
 --by names the reviewer in the ledger and the audit (default $USER).
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -148,6 +149,12 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 			}
 		}()
 		defer func() { stop(); <-served }()
+	}
+	// The state directory holds the review socket and the evidence
+	// whatever the ledger: created private, as the ledger file's is.
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		fmt.Fprintf(e.stderr, "bastion gateway: state_dir: %v\n", err)
+		return exitFailure
 	}
 	// Review goes through the running gateway (decision 15): bbolt holds
 	// the ledger's lock, so `bastion admit review` talks to this socket.

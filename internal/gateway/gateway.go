@@ -164,7 +164,7 @@ func (g *Gateway) Start() {
 		})
 		close(d.started)
 	}
-	if r := g.cfg.Discovery.Refresh.D(); r > 0 {
+	if r := g.cfg.Discovery.RefreshEvery(); r > 0 {
 		g.wg.Add(1)
 		go g.everyServer(r, (*downstream).discover) // walk every list again
 	}

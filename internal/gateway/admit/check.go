@@ -12,7 +12,7 @@ import (
 )
 
 // Rejection categories: stable identifiers, documented in one table in
-// docs/gateway.md. A rejected descriptor is never offered and never
+// docs/admission.md. A rejected descriptor is never offered and never
 // reviewed; it must change before it is judged again.
 const (
 	RejectMalformed       = "malformed"            // not valid strict JSON: a repeated member name, invalid UTF-8

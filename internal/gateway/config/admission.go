@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Admission configures the admission gate (GATEWAY.md decisions 5–9).
@@ -112,4 +113,12 @@ func (v *validator) admission(c *Config) {
 			v.fail(fmt.Sprintf("servers[%d].publisher", i), "must be a namespace such as io.github.acme/refund")
 		}
 	}
+}
+
+// RefreshEvery is the refresh interval, 0 for none.
+func (d Discovery) RefreshEvery() time.Duration {
+	if d.Refresh == nil {
+		return 0
+	}
+	return d.Refresh.D()
 }

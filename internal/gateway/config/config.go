@@ -210,9 +210,11 @@ type Discovery struct {
 	Tools int `yaml:"tools"`
 	// ListTimeout bounds the whole walk of one list.
 	ListTimeout Duration `yaml:"list_timeout"`
-	// Refresh is how often every server is listed again; 0 turns it off
-	// (list_changed notifications still trigger a walk).
-	Refresh Duration `yaml:"refresh"`
+	// Refresh is how often every server is listed again (default 5m):
+	// the safety net that re-checks every pin of a server that never says
+	// its list changed; 0s turns it off (list_changed notifications still
+	// trigger a walk).
+	Refresh *Duration `yaml:"refresh"`
 }
 
 // Limits bound requests, downstream messages and calls.
@@ -382,6 +384,10 @@ func (c *Config) defaults() {
 	if d.ListTimeout == 0 {
 		d.ListTimeout = Duration(DefaultListTimeout)
 	}
+	if d.Refresh == nil {
+		r := Duration(DefaultRefresh)
+		d.Refresh = &r
+	}
 	l := &c.Limits
 	if l.Body == 0 {
 		l.Body = DefaultBody
@@ -510,8 +516,8 @@ func (v *validator) check(c *Config) {
 	v.positive("discovery.pages", c.Discovery.Pages, 1_000_000)
 	v.positive("discovery.tools", c.Discovery.Tools, 10_000_000)
 	v.duration("discovery.list_timeout", c.Discovery.ListTimeout, time.Millisecond, time.Hour)
-	if c.Discovery.Refresh != 0 {
-		v.duration("discovery.refresh", c.Discovery.Refresh, time.Second, 24*time.Hour)
+	if r := c.Discovery.Refresh; r != nil && *r != 0 {
+		v.duration("discovery.refresh", *r, time.Second, 24*time.Hour)
 	}
 	v.size("limits.body", c.Limits.Body, 1<<10, 1<<30)
 	v.positive("limits.batch", c.Limits.Batch, 10_000)

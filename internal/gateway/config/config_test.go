@@ -30,7 +30,7 @@ func TestMinimalDefaults(t *testing.T) {
 	if c.Limits.Body != DefaultBody || c.Limits.Call.D() != DefaultCall || c.Servers[0].Timeout.D() != DefaultCall {
 		t.Errorf("limits %+v, server timeout %v", c.Limits, c.Servers[0].Timeout)
 	}
-	if c.Discovery.Pages != DefaultPages || c.Discovery.ListTimeout.D() != DefaultListTimeout || c.Discovery.Refresh != 0 {
+	if c.Discovery.Pages != DefaultPages || c.Discovery.ListTimeout.D() != DefaultListTimeout || c.Discovery.RefreshEvery() != DefaultRefresh {
 		t.Errorf("discovery %+v", c.Discovery)
 	}
 	if c.Sessions.KeyEnv != DefaultSessionKeyEnv || c.ArgumentErrors != "in_band" || c.Log.Level != "info" {
@@ -71,7 +71,7 @@ log: {level: debug, format: text}
 	if c.Limits.Body != 512<<10 || c.Limits.DownstreamMessage != 1<<20 || c.Servers[1].Timeout.D() != 10*time.Second {
 		t.Errorf("sizes %+v", c.Limits)
 	}
-	if c.Metrics == nil || c.Metrics.Listen != "127.0.0.1:9090" || c.Discovery.Refresh.D() != time.Minute {
+	if c.Metrics == nil || c.Metrics.Listen != "127.0.0.1:9090" || c.Discovery.RefreshEvery() != time.Minute {
 		t.Errorf("metrics %+v discovery %+v", c.Metrics, c.Discovery)
 	}
 }
@@ -271,5 +271,13 @@ func TestLoadOffline(t *testing.T) {
 	}
 	if _, err := LoadOffline(write("auth: {mode: none}\nservers: []\n"), unset); err == nil {
 		t.Error("LoadOffline skipped the rest of validation")
+	}
+}
+
+// TestRefreshOff: the refresh is on by default, and 0s turns it off.
+func TestRefreshOff(t *testing.T) {
+	c, err := Parse([]byte("auth: {mode: none}\ndiscovery: {refresh: 0s}\nservers:\n  - name: a\n    command: [x]\n"), env(nil))
+	if err != nil || c.Discovery.RefreshEvery() != 0 {
+		t.Fatalf("%v %v", err, c.Discovery.RefreshEvery())
 	}
 }
