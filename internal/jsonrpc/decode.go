@@ -93,7 +93,7 @@ func decodeFrame(b []byte, lenientResults bool) Frame {
 	case '[':
 		v, err := d.ReadValue()
 		if err != nil {
-			return single(nil, parseError("invalid JSON"))
+			return single(nil, syntaxError(err))
 		}
 		v = v.Clone() // v aliases the decoder's buffer, which the next read reuses
 		if !atEOF(d) {
@@ -101,7 +101,10 @@ func decodeFrame(b []byte, lenientResults bool) Frame {
 		}
 		return decodeBatch(v, lenientResults)
 	default:
-		if _, err := d.ReadValue(); err != nil || !atEOF(d) {
+		if _, err := d.ReadValue(); err != nil {
+			return single(nil, syntaxError(err))
+		}
+		if !atEOF(d) {
 			return single(nil, parseError("invalid JSON"))
 		}
 		return single(nil, invalid(ID{}, "a message must be a JSON object"))
@@ -114,6 +117,23 @@ func single(m *Message, e *Error) Frame {
 
 func parseError(why string) *Error {
 	return &Error{Code: CodeParseError, Message: "Parse error: " + why}
+}
+
+// repeatedName is the parse error of an object that names a member
+// twice: strict JSON here (RFC 8259 leaves it to the parser, and two
+// parsers that keep different copies are a smuggling channel), and the
+// one a peer cannot work out from "invalid JSON" alone.
+func repeatedName() *Error {
+	return parseError("a member name is repeated in an object (each name may appear once)")
+}
+
+// syntaxError is the parse error for a decoder error: a repeated member
+// name says so, anything else is invalid JSON. Neither quotes the input.
+func syntaxError(err error) *Error {
+	if errors.Is(err, jsontext.ErrDuplicateName) {
+		return repeatedName()
+	}
+	return parseError("invalid JSON")
 }
 
 func invalid(id ID, why string) *Error {
@@ -194,21 +214,20 @@ func decodeObject(d *jsontext.Decoder, lenientResults bool) (msg *Message, perr,
 		}
 		if k == 0 { // syntax error or EOF inside the object
 			_, err := d.ReadToken()
-			_ = err
-			return nil, parseError("invalid JSON"), nil
+			return nil, syntaxError(err), nil
 		}
 		tok, err := d.ReadToken()
 		if err != nil {
-			return nil, parseError("invalid JSON"), nil
+			return nil, syntaxError(err), nil
 		}
 		name := tok.String()
 		val, err := d.ReadValue()
 		if err != nil {
-			return nil, parseError("invalid JSON"), nil
+			return nil, syntaxError(err), nil
 		}
 		if lenientResults {
 			if names[name] || (name != "result" && !val.IsValid()) {
-				return nil, parseError("invalid JSON"), nil // a repeated name, as the strict decoder says
+				return nil, repeatedName(), nil // as the strict decoder says
 			}
 			names[name] = true
 		}

@@ -275,7 +275,12 @@ func TestDecodeFrameErrorTexts(t *testing.T) {
 		in   string
 		want string
 	}{
-		{`{"a":1,"a":2}`, "Parse error: invalid JSON"},
+		{`{"a":1,"a":2}`, "Parse error: a member name is repeated in an object (each name may appear once)"},
+		{req(`"id":1,"method":"m","params":{"x":{"a":1,"a":2}}`), "Parse error: a member name is repeated in an object (each name may appear once)"},
+		{req(`"id":1,"id":2,"method":"m"`), "Parse error: a member name is repeated in an object (each name may appear once)"},
+		{`[` + req(`"id":1,"method":"m","method":"n"`) + `]`, "Parse error: a member name is repeated in an object (each name may appear once)"},
+		{`{"a":1,"b":`, "Parse error: invalid JSON"},
+		{`{"a":"\xff"}`, "Parse error: invalid JSON"},
 		{"[" + nest(MaxNesting) + "]", "Parse error: nesting too deep"},
 		{`{"jsonrpc":"2.0","method":"m"} {}`, "Parse error: trailing data after the message"},
 		{`[{"jsonrpc":"2.0","method":"m"}] {}`, "Parse error: trailing data after the message"},
