@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -242,5 +245,156 @@ func TestOneSocketForStdinAndStdout(t *testing.T) {
 	}
 	if code := exitCode(cmd.Wait()); code != 0 {
 		t.Errorf("exit %d after EOF, want 0", code)
+	}
+}
+
+// TestUnrelatedMCPVariables: the MCP_ prefix is shared. Variables MCP
+// clients set for themselves (and their children inherit) must not stop
+// the server: it starts, serves a session and warns once per variable,
+// naming it and never its value. A likely misspelling of one of ours
+// still stops start-up, naming the variable it resembles.
+func TestUnrelatedMCPVariables(t *testing.T) {
+	t.Parallel()
+	const value = "client-value-x9"
+	p := serve(t, "MCP_TIMEOUT=60000", "MCP_TOOL_TIMEOUT="+value, "MCP_BEARER_TOKEN="+value)
+	if m := p.initialize("2025-11-25"); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	p.call(1, "system_metrics", map[string]any{})
+	if m := p.recv(); m["result"] == nil {
+		t.Fatalf("tools/call: %v", m)
+	}
+	p.closeStdin()
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d: %s", code, p.stderr.String())
+	}
+	logs := p.stderr.String()
+	for _, name := range []string{"MCP_BEARER_TOKEN", "MCP_TIMEOUT", "MCP_TOOL_TIMEOUT"} {
+		if n := strings.Count(logs, `"variable":"`+name+`"`); n != 1 {
+			t.Errorf("%d warnings name %s, want 1:\n%s", n, name, logs)
+		}
+	}
+	if strings.Contains(logs, value) {
+		t.Errorf("the log quotes a variable's value:\n%s", logs)
+	}
+
+	for _, tc := range []struct{ env, near string }{
+		{"MCP_SQL_DNS=host=/nonexistent", "MCP_SQL_DSN"},
+		{"MCP_SAFE_DATA_DIRS=/tmp", "MCP_SAFE_DATA_DIR"},
+		{"mcp_log_level=debug", "MCP_LOG_LEVEL"},
+		{"MCP_CALL_TIMEOUT=5", "MCP_CALL_TIMEOUT_MS"},
+	} {
+		name, _, _ := strings.Cut(tc.env, "=")
+		_, errOut, code := runBastion(t, baseEnv(tc.env), "serve")
+		if code != 2 || !strings.Contains(errOut, name+": ") || !strings.Contains(errOut, "did you mean "+tc.near+"?") {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 naming %s", tc.env, code, errOut, tc.near)
+		}
+	}
+}
+
+// TestCallLogLine: every tools/call leaves one info line, refusals too —
+// tool, id, outcome or problem code, duration in milliseconds — and none
+// holds an argument value.
+func TestCallLogLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "note.txt"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const marker = "arg-marker-q7"
+	p := serve(t, "MCP_SAFE_DATA_DIR="+dir)
+	p.initialize("2025-11-25")
+	calls := []struct {
+		id      int
+		name    string
+		args    any
+		outcome string
+	}{
+		{1, "sandbox_fs_read", map[string]any{"relative_path": "note.txt"}, "ok"},
+		{2, "sandbox_fs_read", map[string]any{"relative_path": "../" + marker}, "MCP_ACCESS_DENIED"},
+		{3, "sandbox_fs_read", map[string]any{"relative_path": "note.txt", "bogus": marker}, "MCP_VALIDATION_ERROR"},
+		{4, "no_such_tool_" + marker[:3], map[string]any{"x": marker}, "unknown_tool"},
+		{5, "system_metrics", map[string]any{}, "ok"},
+	}
+	for _, c := range calls {
+		p.call(c.id, c.name, c.args)
+		p.recv()
+	}
+	p.closeStdin()
+	p.wait()
+	lines := map[float64]map[string]any{}
+	for _, line := range strings.Split(p.stderr.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "tools/call" {
+			continue
+		}
+		if strings.Contains(line, marker) {
+			t.Errorf("a call's log line holds an argument value: %s", line)
+		}
+		if rec["level"] != "INFO" {
+			t.Errorf("level %v, want INFO: %s", rec["level"], line)
+		}
+		if _, ok := rec["duration_ms"].(float64); !ok {
+			t.Errorf("no duration_ms number: %s", line)
+		}
+		if _, ok := rec["duration"]; ok {
+			t.Errorf("a duration in nanoseconds: %s", line)
+		}
+		id, _ := strconv.ParseFloat(fmt.Sprint(rec["id"]), 64)
+		if lines[id] != nil {
+			t.Errorf("two lines for call %v", id)
+		}
+		lines[id] = rec
+	}
+	for _, c := range calls {
+		rec := lines[float64(c.id)]
+		if rec == nil {
+			t.Errorf("call %d (%s): no log line:\n%s", c.id, c.name, p.stderr.String())
+			continue
+		}
+		if rec["tool"] != c.name || rec["outcome"] != c.outcome {
+			t.Errorf("call %d: tool %v outcome %v, want %s %s", c.id, rec["tool"], rec["outcome"], c.name, c.outcome)
+		}
+	}
+}
+
+// TestCheckListsTools: --check prints the tools a session would be
+// offered, and warns when there would be none.
+func TestCheckListsTools(t *testing.T) {
+	t.Parallel()
+	out, errOut, code := runBastion(t, baseEnv("MCP_SAFE_DATA_DIR="+t.TempDir()), "serve", "--check")
+	if code != 0 || !strings.Contains(out, "tools that would be offered: 2") ||
+		!strings.Contains(out, "  sandbox_fs_read(relative_path, ") || !strings.Contains(out, "  system_metrics()") {
+		t.Errorf("--check: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	out, errOut, code = runBastion(t, baseEnv("MCP_METRICS_ENABLED=false"), "serve", "--check")
+	if code != 0 || !strings.Contains(out, "tools that would be offered: 0") || !strings.Contains(errOut, "warning: no tool would be offered") {
+		t.Errorf("--check with no tools: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestRootServingSystemRootWarns: root serving / (or a tree holding
+// etc/) gets a start-up warning; an ordinary directory does not.
+func TestRootServingSystemRootWarns(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("the warning is for a server running as root; this test is not")
+	}
+	chroot := t.TempDir()
+	if err := os.Mkdir(filepath.Join(chroot, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const warning = "serves a system root"
+	for _, tc := range []struct {
+		dir  string
+		warn bool
+	}{{"/", true}, {chroot, true}, {t.TempDir(), false}} {
+		_, errOut, code := runBastion(t, baseEnv("MCP_SAFE_DATA_DIR="+tc.dir), "serve", "--check")
+		if code != 0 || strings.Contains(errOut, warning) != tc.warn {
+			t.Errorf("MCP_SAFE_DATA_DIR=%s: exit %d, warned %v, want %v: %s", tc.dir, code, !tc.warn, tc.warn, errOut)
+		}
+		if tc.dir != "/" && strings.Contains(errOut, tc.dir) {
+			t.Errorf("the warning names the directory: %s", errOut)
+		}
 	}
 }

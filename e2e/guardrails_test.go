@@ -184,9 +184,28 @@ func TestCheckNamesDatabaseFailureClass(t *testing.T) {
 	if _, errOut, code := runBastion(t, baseEnv("MCP_SQL_DSN="+db.DSN()), "serve", "--check"); code != 0 {
 		t.Errorf("--check with a usable database: exit %d: %s", code, errOut)
 	}
-	// serve starts anyway, and its log names the class.
-	_, errOut, code := runBastion(t, baseEnv("MCP_SQL_DSN="+cases[0].dsn+" password="+secret), "serve")
-	if code != 0 || !strings.Contains(errOut, `"class":"refused"`) || strings.Contains(errOut, secret) {
-		t.Errorf("serve with an unreachable database: exit %d, stderr %q; want a clean start whose log names the class", code, errOut)
+	// serve starts anyway, and its log, at the default level, names the
+	// class in one line and nothing of the DSN; so does the line of a
+	// call that needed the database.
+	for _, tc := range cases {
+		p := serve(t, "MCP_SQL_DSN="+tc.dsn+" password="+secret)
+		p.initialize("2025-11-25")
+		p.call(1, "read_only_sql", map[string]any{"query": "SELECT 1"})
+		p.recv()
+		p.closeStdin()
+		code := p.wait()
+		logs := p.stderr.String()
+		if code != 0 || !strings.Contains(logs, `"level":"INFO","msg":"database failure","tool":"read_only_sql","step":"connect","class":"`+tc.class+`"`) ||
+			!strings.Contains(logs, `"msg":"the database cannot be used yet; calls fail until it can","tool":"read_only_sql","class":"`+tc.class+`"`) {
+			t.Errorf("serve, %s: exit %d, stderr %q; want a clean start whose log names the class at info", tc.class, code, logs)
+		}
+		if !strings.Contains(logs, `"msg":"tools/call","tool":"read_only_sql","id":"1","outcome":"`) {
+			t.Errorf("serve, %s: no log line for the call: %s", tc.class, logs)
+		}
+		for _, s := range append(tc.private, secret) {
+			if strings.Contains(logs, s) {
+				t.Errorf("serve, %s: the log names %q: %q", tc.class, s, logs)
+			}
+		}
 	}
 }

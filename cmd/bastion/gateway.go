@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-bastion/bastion/internal/gateway"
 	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/auth"
+	"github.com/mcp-bastion/bastion/internal/config"
 	gwconfig "github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/gateway/front"
 	"github.com/mcp-bastion/bastion/internal/gateway/metrics"
@@ -260,11 +261,7 @@ func sessionKey(cfg *gwconfig.Config, getenv func(string) (string, bool)) ([]byt
 
 func gatewayLogger(cfg *gwconfig.Config, w io.Writer) *slog.Logger {
 	levels := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
-	opts := &slog.HandlerOptions{Level: levels[cfg.Log.Level]}
-	if cfg.Log.Format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return config.NewLogger(w, levels[cfg.Log.Level], cfg.Log.Format)
 }
 
 func serverNames(cfg *gwconfig.Config) string {

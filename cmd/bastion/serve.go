@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -8,8 +9,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcp-bastion/bastion/internal/config"
 	"github.com/mcp-bastion/bastion/internal/mcp"
@@ -63,6 +69,7 @@ func serve(ctx context.Context, args []string, e env) int {
 		return exitUsage
 	}
 	log := cfg.NewLogger(e.stderr)
+	cfg.WarnUnrelated(ctx, log)
 	srv, closeTools, interrupted, err := startServer(ctx, cfg, log, e.signals, *check)
 	var dbErr *sqlquery.UnavailableError
 	switch {
@@ -78,9 +85,17 @@ func serve(ctx context.Context, args []string, e env) int {
 		fmt.Fprintln(e.stderr, "bastion serve: interrupted while starting")
 		return exitFailure
 	}
+	offered := srv.Tools()
 	if *check {
+		writeOffered(e.stdout, offered)
+		if len(offered) == 0 {
+			fmt.Fprintln(e.stderr, "bastion serve: warning: no tool would be offered: set MCP_SAFE_DATA_DIR, MCP_SQL_DSN, or leave MCP_METRICS_ENABLED true")
+		}
 		fmt.Fprintln(e.stderr, "bastion serve: configuration OK")
 		return exitOK
+	}
+	if len(offered) == 0 {
+		log.Warn("no tool is offered: set MCP_SAFE_DATA_DIR, MCP_SQL_DSN, or leave MCP_METRICS_ENABLED true")
 	}
 	log.LogAttrs(ctx, slog.LevelInfo, "starting", append(cfg.LogAttrs(), slog.String("version", version))...)
 	stdin, stdout, restore := e.stdio()
@@ -151,6 +166,12 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, check 
 			return nil, nil, fmt.Errorf("MCP_SAFE_DATA_DIR: %w", err)
 		}
 		log.Info("sandbox_fs_read enabled", slog.String("mechanism", r.Mechanism()))
+		if os.Geteuid() == 0 && holdsSystemRoot(cfg.SafeDataDir) {
+			// A warning, not a refusal: a container's root can be a
+			// deliberate choice. The path itself is not logged.
+			log.Warn("MCP_SAFE_DATA_DIR: serves a system root (the directory is / or holds etc/) to a process running as root: " +
+				"a directory of only the files the model should read, served by an unprivileged user")
+		}
 		tools = append(tools, r)
 		closers = append(closers, r)
 	}
@@ -222,6 +243,56 @@ func newSQLTool(ctx context.Context, cfg *config.Config, log *slog.Logger, check
 		log.Warn("MCP_SQL_ALLOW_FUNCTIONS names a function the database does not have", slog.String("function", fn))
 	}
 	return t, nil
+}
+
+// writeOffered prints what --check found: the tools a session would be
+// offered, one per line with its arguments.
+func writeOffered(w io.Writer, tools []tool.Tool) {
+	fmt.Fprintf(w, "tools that would be offered: %d\n", len(tools))
+	for _, t := range tools {
+		d := t.Descriptor()
+		fmt.Fprintf(w, "  %s(%s)\n", d.Name, strings.Join(argumentNames(d.InputSchema), ", "))
+	}
+}
+
+// argumentNames lists the properties of an input schema, optional ones
+// marked with "?", in the schema's order of required first.
+func argumentNames(schema []byte) []string {
+	var s struct {
+		Properties jsontext.Value `json:"properties"`
+		Required   []string       `json:"required"`
+	}
+	if json.Unmarshal(schema, &s) != nil {
+		return nil
+	}
+	names := slices.Clone(s.Required)
+	if s.Properties == nil {
+		return names
+	}
+	d := jsontext.NewDecoder(bytes.NewReader(s.Properties))
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return names
+	}
+	for d.PeekKind() == '"' {
+		tok, _ := d.ReadToken()
+		if !slices.Contains(s.Required, tok.String()) {
+			names = append(names, tok.String()+"?")
+		}
+		if d.SkipValue() != nil {
+			break
+		}
+	}
+	return names
+}
+
+// holdsSystemRoot reports whether dir is / or a tree like it: one that
+// holds an etc/ directory, as a chroot or an image's root does.
+func holdsSystemRoot(dir string) bool {
+	if real, err := filepath.EvalSymlinks(dir); err == nil && real == "/" {
+		return true
+	}
+	fi, err := os.Lstat(filepath.Join(dir, "etc"))
+	return err == nil && fi.IsDir()
 }
 
 func writeServeHelp(w io.Writer) {

@@ -3,17 +3,24 @@
 // defaults, range checks and the --help text, so what is documented is what
 // is enforced.
 //
-// Configuration is strict: a malformed or out-of-range value, an empty
-// value, or an MCP_* variable that is not in the table stops start-up with
-// an error naming the variable. Nothing is silently replaced by a default.
+// Configuration is strict where it can be without breaking the ecosystem:
+// a malformed or out-of-range value or an empty value of a known variable
+// stops start-up with an error naming the variable, and so does an MCP_*
+// variable that looks like a misspelling of a known one. Nothing is
+// silently replaced by a default. The MCP_ prefix is shared, though: MCP
+// clients set variables of their own (MCP_TIMEOUT, MCP_TOOL_TIMEOUT, …)
+// and their children inherit them, so any other MCP_* variable is only
+// reported, in Config.Unrelated, for one warning.
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,6 +50,11 @@ type Config struct {
 	FSMaxBytes          int64
 	LogLevel            slog.Level
 	LogFormat           string // "json" or "text"
+
+	// Unrelated lists, sorted, the MCP_* variables of the environment
+	// that are not in the table and resemble none of its names: another
+	// program's, ignored here. The caller warns about them once.
+	Unrelated []string
 }
 
 // Secret is a string that never prints: its String, Format, GoString and
@@ -75,13 +87,16 @@ func (s Secret) Format(f fmt.State, verb rune) {
 	io.WriteString(f, "[redacted]")
 }
 
-// Error is a configuration error naming the variable at fault.
+// Error is a configuration error naming the variable at fault. Its text
+// has the one shape of every start-up message: "VARIABLE: what is wrong:
+// what is accepted". It never quotes a value that could be a secret.
 type Error struct {
-	Var string
-	Msg string
+	Var      string
+	Msg      string // what is wrong
+	Accepted string // what would be accepted instead
 }
 
-func (e *Error) Error() string { return e.Var + ": " + e.Msg }
+func (e *Error) Error() string { return e.Var + ": " + e.Msg + ": " + e.Accepted }
 
 type kind int
 
@@ -168,19 +183,36 @@ func Load(environ []string) (*Config, error) {
 		}
 		env[k] = v
 	}
-	known := map[string]bool{}
-	for _, v := range table {
-		known[v.name] = true
-	}
 	var unknown []string
 	for k := range env {
-		if !known[k] {
+		if _, ok := lookup(k); !ok {
 			unknown = append(unknown, k)
 		}
 	}
 	sort.Strings(unknown)
+	var unrelated []string
 	for _, k := range unknown {
-		errs = append(errs, &Error{Var: k, Msg: "unknown variable (see bastion serve --help)"})
+		if near := resembles(k); near != "" {
+			errs = append(errs, &Error{Var: k, Msg: "unknown variable, close to " + near,
+				Accepted: "the names bastion serve --help lists (did you mean " + near + "?)"})
+			continue
+		}
+		unrelated = append(unrelated, k)
+	}
+	// Outside the MCP_ prefix only a spelling that differs from a known
+	// name in case or separators ("mcp_sql_dsn", "MCP-SQL-DSN") is ours.
+	var other []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(k, Prefix) && sameLetters(k) != "" {
+			other = append(other, k)
+		}
+	}
+	sort.Strings(other)
+	for _, k := range other {
+		near := sameLetters(k)
+		errs = append(errs, &Error{Var: k, Msg: "not a variable, but spelled like " + near,
+			Accepted: "the exact names bastion serve --help lists (did you mean " + near + "?)"})
 	}
 
 	c := &Config{}
@@ -194,7 +226,8 @@ func Load(environ []string) (*Config, error) {
 		}
 		n, err := v.parse(raw)
 		if err != nil {
-			errs = append(errs, &Error{Var: v.name, Msg: err.Error()})
+			err.Var = v.name
+			errs = append(errs, err)
 			continue
 		}
 		v.set(c, raw, n)
@@ -202,48 +235,80 @@ func Load(environ []string) (*Config, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	c.Unrelated = unrelated
 	return c, nil
 }
 
-func (v variable) parse(raw string) (int64, error) {
+// lookup returns the table's row for name.
+func lookup(name string) (variable, bool) {
+	for _, v := range table {
+		if v.name == name {
+			return v, true
+		}
+	}
+	return variable{}, false
+}
+
+// parse checks raw against the row's kind and range. The error's Var is
+// left for the caller to fill.
+func (v variable) parse(raw string) (int64, *Error) {
+	bad := func(msg string) (int64, *Error) { return 0, &Error{Msg: msg, Accepted: v.accepted()} }
 	if raw == "" {
-		return 0, errors.New("is empty; unset it instead")
+		return bad("is empty")
 	}
 	if raw != strings.TrimSpace(raw) {
-		return 0, errors.New("has leading or trailing space")
+		return bad("has leading or trailing space")
 	}
 	switch v.kind {
 	case kindPath:
 		if strings.ContainsRune(raw, 0) {
-			return 0, errors.New("contains a NUL byte")
+			return bad("contains a NUL byte")
 		}
 		if !filepath.IsAbs(raw) {
-			return 0, errors.New("must be an absolute path")
+			return bad("is a relative path")
 		}
 	case kindBool:
 		if raw != "true" && raw != "false" {
-			return 0, errors.New(`must be "true" or "false"`)
+			return bad("is not a boolean")
 		}
 	case kindInt, kindMillis:
 		n, err := strconv.ParseInt(raw, 10, 64)
 		// Only the canonical spelling: "+16" and "016" are typos or
 		// tricks, not sixteen.
 		if err != nil || strconv.FormatInt(n, 10) != raw {
-			return 0, fmt.Errorf("must be an integer in [%d, %d]", v.min, v.max)
+			return bad("is not an integer")
 		}
 		if n < v.min || n > v.max {
-			return 0, fmt.Errorf("%d is out of range [%d, %d]", n, v.min, v.max)
+			return bad(fmt.Sprintf("%d is out of range", n))
 		}
 		return n, nil
 	case kindEnum:
-		for _, e := range v.enum {
-			if raw == e {
-				return 0, nil
-			}
+		if !slices.Contains(v.enum, raw) {
+			return bad("is not one of the choices")
 		}
-		return 0, fmt.Errorf("must be one of %s", strings.Join(v.enum, ", "))
 	}
 	return 0, nil
+}
+
+// accepted says what the row accepts, for the last part of its errors.
+func (v variable) accepted() string {
+	switch v.kind {
+	case kindPath:
+		return "an absolute path, or unset the variable"
+	case kindSecret:
+		return "a PostgreSQL DSN, or unset the variable"
+	case kindBool:
+		return `"true" or "false"`
+	case kindInt:
+		return fmt.Sprintf("an integer in [%d, %d]", v.min, v.max)
+	case kindMillis:
+		return fmt.Sprintf("an integer number of milliseconds in [%d, %d]", v.min, v.max)
+	case kindEnum:
+		return "one of " + strings.Join(v.enum, ", ")
+	case kindList:
+		return "schema.function names separated by commas, or unset the variable"
+	}
+	return "see bastion serve --help"
 }
 
 // WriteHelp writes the table of variables with defaults and ranges.
@@ -298,11 +363,38 @@ func (c *Config) LogAttrs() []slog.Attr {
 	}
 }
 
+// WarnUnrelated logs one warning for each MCP_* variable of another
+// program that Load ignored, so a misspelling that no rule caught can
+// still be found in the log. The name is logged, never the value.
+func (c *Config) WarnUnrelated(ctx context.Context, log *slog.Logger) {
+	for _, name := range c.Unrelated {
+		log.LogAttrs(ctx, slog.LevelWarn, "ignoring an MCP_* variable this server does not know (see --help for the ones it does)",
+			slog.String("variable", name))
+	}
+}
+
 // NewLogger returns the structured stderr logger the configuration asks for.
 func (c *Config) NewLogger(w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: c.LogLevel}
-	if c.LogFormat == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+	return NewLogger(w, c.LogLevel, c.LogFormat)
+}
+
+// NewLogger returns a stderr logger at level in format ("json" or
+// "text"). In JSON, durations are milliseconds (see MillisDurations).
+func NewLogger(w io.Writer, level slog.Level, format string) *slog.Logger {
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: MillisDurations}))
+}
+
+// MillisDurations is a slog ReplaceAttr that writes a duration attribute
+// "d" as "d_ms", a number of milliseconds: slog's JSON handler would
+// write integer nanoseconds, which nobody reads at a glance and every log
+// pipeline must be told about. The text handler's "1.5ms" needs no help.
+func MillisDurations(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() != slog.KindDuration {
+		return a
+	}
+	ms := float64(a.Value.Duration().Microseconds()) / 1000
+	return slog.Float64(a.Key+"_ms", ms)
 }

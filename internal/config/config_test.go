@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -67,10 +68,10 @@ func TestDefaults(t *testing.T) {
 		nil,
 		{},
 		// Variables without the prefix are not ours.
-		{"PATH=/usr/bin", "HOME=/root", "MCP=1", "mcp_max_concurrency=0", "XMCP_FOO=1", "MCPX_FOO=1", "=MCP_FOO", "GOFLAGS=-race"},
+		{"PATH=/usr/bin", "HOME=/root", "MCP=1", "mcp_foo=0", "XMCP_FOO=1", "MCPX_FOO=1", "=MCP_FOO", "GOFLAGS=-race"},
 	} {
 		c := mustLoad(t, environ...)
-		if *c != defaults {
+		if !reflect.DeepEqual(*c, defaults) {
 			t.Errorf("Load(%q) =\n %+v\nwant\n %+v", environ, *c, defaults)
 		}
 		if c.SQLDSN.IsSet() || c.SQLDSN.Reveal() != "" || c.SafeDataDir != "" {
@@ -171,18 +172,20 @@ func TestErrorTexts(t *testing.T) {
 		env  string
 		want string
 	}{
-		{"MCP_MAX_CONCURRENCY=0", "MCP_MAX_CONCURRENCY: 0 is out of range [1, 1024]"},
-		{"MCP_MAX_CONCURRENCY=abc", "MCP_MAX_CONCURRENCY: must be an integer in [1, 1024]"},
-		{"MCP_MAX_FRAME_BYTES=99999999999", "MCP_MAX_FRAME_BYTES: 99999999999 is out of range [1024, 67108864]"},
-		{"MCP_QUEUE_TIMEOUT_MS=", "MCP_QUEUE_TIMEOUT_MS: is empty; unset it instead"},
-		{"MCP_QUEUE_TIMEOUT_MS", "MCP_QUEUE_TIMEOUT_MS: is empty; unset it instead"},
-		{"MCP_CALL_TIMEOUT_MS= 5", "MCP_CALL_TIMEOUT_MS: has leading or trailing space"},
-		{"MCP_METRICS_ENABLED=yes", `MCP_METRICS_ENABLED: must be "true" or "false"`},
-		{"MCP_SAFE_DATA_DIR=data", "MCP_SAFE_DATA_DIR: must be an absolute path"},
-		{"MCP_SAFE_DATA_DIR=/a\x00", "MCP_SAFE_DATA_DIR: contains a NUL byte"},
-		{"MCP_LOG_LEVEL=trace", "MCP_LOG_LEVEL: must be one of debug, info, warn, error"},
-		{"MCP_LOG_FORMAT=yaml", "MCP_LOG_FORMAT: must be one of json, text"},
-		{"MCP_FOO=1", "MCP_FOO: unknown variable (see bastion serve --help)"},
+		{"MCP_MAX_CONCURRENCY=0", "MCP_MAX_CONCURRENCY: 0 is out of range: an integer in [1, 1024]"},
+		{"MCP_MAX_CONCURRENCY=abc", "MCP_MAX_CONCURRENCY: is not an integer: an integer in [1, 1024]"},
+		{"MCP_MAX_FRAME_BYTES=99999999999", "MCP_MAX_FRAME_BYTES: 99999999999 is out of range: an integer in [1024, 67108864]"},
+		{"MCP_QUEUE_TIMEOUT_MS=", "MCP_QUEUE_TIMEOUT_MS: is empty: an integer number of milliseconds in [1, 600000]"},
+		{"MCP_QUEUE_TIMEOUT_MS", "MCP_QUEUE_TIMEOUT_MS: is empty: an integer number of milliseconds in [1, 600000]"},
+		{"MCP_CALL_TIMEOUT_MS= 5", "MCP_CALL_TIMEOUT_MS: has leading or trailing space: an integer number of milliseconds in [1, 3600000]"},
+		{"MCP_METRICS_ENABLED=yes", `MCP_METRICS_ENABLED: is not a boolean: "true" or "false"`},
+		{"MCP_SAFE_DATA_DIR=data", "MCP_SAFE_DATA_DIR: is a relative path: an absolute path, or unset the variable"},
+		{"MCP_SAFE_DATA_DIR=/a\x00", "MCP_SAFE_DATA_DIR: contains a NUL byte: an absolute path, or unset the variable"},
+		{"MCP_SQL_DSN=", "MCP_SQL_DSN: is empty: a PostgreSQL DSN, or unset the variable"},
+		{"MCP_LOG_LEVEL=trace", "MCP_LOG_LEVEL: is not one of the choices: one of debug, info, warn, error"},
+		{"MCP_LOG_FORMAT=yaml", "MCP_LOG_FORMAT: is not one of the choices: one of json, text"},
+		{"MCP_SQL_DNS=x", "MCP_SQL_DNS: unknown variable, close to MCP_SQL_DSN: the names bastion serve --help lists (did you mean MCP_SQL_DSN?)"},
+		{"mcp_sql_dsn=x", "mcp_sql_dsn: not a variable, but spelled like MCP_SQL_DSN: the exact names bastion serve --help lists (did you mean MCP_SQL_DSN?)"},
 	}
 	for _, tt := range tests {
 		_, err := Load([]string{tt.env})
@@ -192,12 +195,79 @@ func TestErrorTexts(t *testing.T) {
 	}
 }
 
+// TestUnknownVariables: an MCP_* variable that resembles a known one is
+// refused, naming the one it resembles; any other is another program's
+// (MCP clients set their own and children inherit them) and is only
+// reported for a warning.
 func TestUnknownVariables(t *testing.T) {
-	for _, name := range []string{"MCP_FOO", "MCP_", "MCP_max_concurrency", "MCP_MAX_CONCURRENCY_", "MCP_SQL_DSN_FILE", "MCP_LOGLEVEL"} {
-		c, err := Load([]string{name + "=1"})
+	refused := []struct{ name, near string }{
+		{"MCP_max_concurrency", "MCP_MAX_CONCURRENCY"},
+		{"MCP_MAX_CONCURRENCY_", "MCP_MAX_CONCURRENCY"},
+		{"MCP_MAX-CONCURRENCY", "MCP_MAX_CONCURRENCY"},
+		{"MCP_LOGLEVEL", "MCP_LOG_LEVEL"},
+		{"MCP_LOG_LEVL", "MCP_LOG_LEVEL"},
+		{"MCP_SQL_DNS", "MCP_SQL_DSN"},
+		{"MCP_SQL_DS", "MCP_SQL_DSN"},
+		{"MCP_SAFE_DIR_DATA", ""}, // too far: reported, not refused
+		{"MCP_SAVE_DATA_DIR", "MCP_SAFE_DATA_DIR"},
+		{"MCP_SAFE_DATADIRS", "MCP_SAFE_DATA_DIR"},
+		{"MCP_QUEUE_TIMEOUT", "MCP_QUEUE_TIMEOUT_MS"},
+		{"MCP_CALL_TIMEOUT", "MCP_CALL_TIMEOUT_MS"},
+		{"MCP_FS_MAX_BYTE", "MCP_FS_MAX_BYTES"},
+		{"mcp_safe_data_dir", "MCP_SAFE_DATA_DIR"},
+		{"Mcp_Sql_Dsn", "MCP_SQL_DSN"},
+		{"MCPSQLDSN", "MCP_SQL_DSN"},
+	}
+	for _, tt := range refused {
+		c, err := Load([]string{tt.name + "=1"})
+		if tt.near == "" {
+			if err != nil || !slices.Equal(c.Unrelated, []string{tt.name}) {
+				t.Errorf("Load(%s=1) = %v, %v; want it reported as unrelated", tt.name, c, err)
+			}
+			continue
+		}
 		errs := configErrors(t, err)
-		if c != nil || len(errs) != 1 || errs[0].Var != name || errs[0].Msg != "unknown variable (see bastion serve --help)" {
-			t.Errorf("Load(%s=1) = %v, %v; want it refused as unknown", name, c, err)
+		if c != nil || len(errs) != 1 || errs[0].Var != tt.name || !strings.Contains(errs[0].Error(), "did you mean "+tt.near+"?") {
+			t.Errorf("Load(%s=1) = %v, %v; want it refused as a misspelling of %s", tt.name, c, err, tt.near)
+		}
+	}
+	// The names MCP clients and SDKs set for themselves, and others.
+	unrelated := []string{"MCP_TIMEOUT", "MCP_TOOL_TIMEOUT", "MCP_BEARER_TOKEN", "MCP_SERVER_URL", "MCP_FOO", "MCP_",
+		"MCP_SQL_DSN_FILE", "MCP_GATEWAY_TOKENS", "MCP_GATEWAY_SESSION_KEY", "MCP_LOG", "MCP_DEBUG", "MCP_PROXY_AUTH_TOKEN"}
+	var environ []string
+	for _, name := range unrelated {
+		environ = append(environ, name+"=1")
+	}
+	c := mustLoad(t, environ...)
+	want := slices.Sorted(slices.Values(unrelated))
+	if !slices.Equal(c.Unrelated, want) {
+		t.Errorf("Unrelated = %q, want %q", c.Unrelated, want)
+	}
+	if c.MaxConcurrency != defaults.MaxConcurrency {
+		t.Errorf("unrelated variables changed the configuration: %+v", c)
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	tests := []struct {
+		a, b  string
+		limit int
+		want  int
+	}{
+		{"", "", 2, 0},
+		{"SQLDSN", "SQLDSN", 2, 0},
+		{"SQLDNS", "SQLDSN", 2, 1}, // one transposition
+		{"SQLDS", "SQLDSN", 2, 1},
+		{"SQLDSNX", "SQLDSN", 2, 1},
+		{"SQXDSN", "SQLDSN", 2, 1},
+		{"LOGLEVL", "LOGLEVEL", 2, 1},
+		{"TIMEOUT", "CALLTIMEOUTMS", 2, 3}, // past the limit: limit+1
+		{"ABCDEF", "UVWXYZ", 9, 6},
+		{"CA", "ABC", 9, 3},
+	}
+	for _, tt := range tests {
+		if got := editDistance(tt.a, tt.b, tt.limit); got != tt.want {
+			t.Errorf("editDistance(%q, %q, %d) = %d, want %d", tt.a, tt.b, tt.limit, got, tt.want)
 		}
 	}
 }
@@ -208,9 +278,10 @@ func TestSeveralErrors(t *testing.T) {
 	c, err := Load([]string{
 		"MCP_LOG_LEVEL=loud",
 		"MCP_ZZZ=1",
+		"MCP_LOG_LEVL=1",
 		"PATH=/bin",
 		"MCP_MAX_CONCURRENCY=0",
-		"MCP_AAA=1",
+		"MCP_MAX_CONCURENCY=1",
 		"MCP_SAFE_DATA_DIR=rel",
 		"MCP_SQL_POOL_MAX_SIZE=4", // fine
 	})
@@ -221,7 +292,7 @@ func TestSeveralErrors(t *testing.T) {
 	for _, e := range configErrors(t, err) {
 		vars = append(vars, e.Var)
 	}
-	want := []string{"MCP_AAA", "MCP_ZZZ", "MCP_SAFE_DATA_DIR", "MCP_MAX_CONCURRENCY", "MCP_LOG_LEVEL"}
+	want := []string{"MCP_LOG_LEVL", "MCP_MAX_CONCURENCY", "MCP_SAFE_DATA_DIR", "MCP_MAX_CONCURRENCY", "MCP_LOG_LEVEL"}
 	if !slices.Equal(vars, want) {
 		t.Errorf("errors name %q, want %q", vars, want)
 	}
@@ -267,7 +338,7 @@ func TestSecretNeverPrints(t *testing.T) {
 	if got := fmt.Sprintf("%#v", *c); !strings.Contains(got, "SQLDSN:config.Secret{[redacted]}") {
 		t.Errorf("%%#v of a Config = %s", got)
 	}
-	leaks("Error", (&Error{Var: "MCP_SQL_DSN", Msg: "has leading or trailing space"}).Error())
+	leaks("Error", (&Error{Var: "MCP_SQL_DSN", Msg: "has leading or trailing space", Accepted: "a PostgreSQL DSN"}).Error())
 	if _, err := Load([]string{"MCP_SQL_DSN= " + dsn}); err != nil {
 		leaks("Load error", err.Error())
 	}
@@ -446,8 +517,8 @@ func decimal(s string, delta int64) string {
 }
 
 func TestErrorType(t *testing.T) {
-	e := &Error{Var: "MCP_X", Msg: "bad"}
-	if e.Error() != "MCP_X: bad" {
+	e := &Error{Var: "MCP_X", Msg: "is bad", Accepted: "something good"}
+	if e.Error() != "MCP_X: is bad: something good" {
 		t.Errorf("Error() = %q", e.Error())
 	}
 }

@@ -33,13 +33,19 @@ var errCallTimeout = errors.New("session: call deadline exceeded")
 // given its place in the limiter's queue, in the order calls arrive. The
 // task waits for the slot, then runs the tool with its deadline.
 func (ss *Session) startCall(r replier, m *jsonrpc.Message, version string) {
-	t, args, token, msg := ss.judgeCall(m, version)
+	start := time.Now()
+	t, args, token, name, outcome, msg := ss.judgeCall(m, version)
 	if msg != nil {
+		ss.logCall(name, m.ID, outcome, start)
 		r.send(msg)
 		return
 	}
+	refuse := func(outcome string, e *jsonrpc.Error) {
+		ss.logCall(name, m.ID, outcome, start)
+		r.sendError(e)
+	}
 	if ss.subscribed(m.ID) {
-		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
+		refuse("duplicate_id", jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
 			"Invalid request: a request with this id is already in flight"))
 		return
 	}
@@ -47,13 +53,13 @@ func (ss *Session) startCall(r replier, m *jsonrpc.Message, version string) {
 	if ss.draining {
 		// Read just before the drain began: answered, never started.
 		ss.mu.Unlock()
-		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError,
+		refuse("shutdown", jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError,
 			"Internal error: the server is shutting down"))
 		return
 	}
 	if _, dup := ss.inflight[m.ID]; dup {
 		ss.mu.Unlock()
-		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
+		refuse("duplicate_id", jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
 			"Invalid request: a request with this id is already in flight"))
 		return
 	}
@@ -62,6 +68,7 @@ func (ss *Session) startCall(r replier, m *jsonrpc.Message, version string) {
 		pr := problem.New(problem.ConcurrencyLimit, fmt.Sprintf(
 			"%d tool calls are already running or waiting for one of the %d slots; retry later",
 			ss.srv.opts.MaxPending, ss.srv.opts.MaxConcurrency))
+		ss.logCall(name, m.ID, string(pr.Code), start)
 		r.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.AppendCallProblem(nil, version, pr)))
 		return
 	}
@@ -79,31 +86,37 @@ func (ss *Session) startCall(r replier, m *jsonrpc.Message, version string) {
 
 // judgeCall decodes a tools/call and checks what can be checked without
 // running it. It returns the tool and its arguments, or the response that
-// refuses the call.
-func (ss *Session) judgeCall(m *jsonrpc.Message, version string) (t tool.Tool, args, token jsontext.Value, refusal []byte) {
+// refuses the call with the outcome to log; name is the tool's name as
+// far as it is known, for the log.
+func (ss *Session) judgeCall(m *jsonrpc.Message, version string) (t tool.Tool, args, token jsontext.Value, name, outcome string, refusal []byte) {
+	invalid := func(msg string) (tool.Tool, jsontext.Value, jsontext.Value, string, string, []byte) {
+		return nil, nil, nil, name, "invalid_params", jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, msg))
+	}
 	var p callParams
 	if err := unmarshalParams(m.Params, &p, true); err != nil {
-		return nil, nil, nil, jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
+		return invalid("Invalid params: " + err.Error())
 	}
 	if m.Params == nil || p.Name == nil {
-		return nil, nil, nil, jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: name is required"))
+		return invalid("Invalid params: name is required")
 	}
+	// A name the client sent, bounded: the log line is the operator's,
+	// and the JSON handler escapes what it holds.
+	name = truncate(*p.Name, 64)
 	if p.Arguments != nil && p.Arguments.Kind() != '{' {
-		return nil, nil, nil, jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: arguments must be an object"))
+		return invalid("Invalid params: arguments must be an object")
 	}
 	if p.Task != nil {
 		// No tool here supports task augmentation (execution.taskSupport
 		// is absent, i.e. forbidden); the spec asks for -32601.
-		return nil, nil, nil, jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
+		return nil, nil, nil, name, "method_not_found", jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
 			"Method not found: task-augmented tools/call is not supported"))
 	}
-	name := *p.Name
-	t, ok := ss.srv.lookup(name)
+	t, ok := ss.srv.lookup(*p.Name)
 	if !ok {
-		pr := problem.New(problem.Validation, "Unknown tool: "+quote(name), "name")
-		return nil, nil, nil, jsonrpc.AppendError(nil, &jsonrpc.Error{
+		pr := problem.New(problem.Validation, "Unknown tool: "+quote(*p.Name), "name")
+		return nil, nil, nil, name, "unknown_tool", jsonrpc.AppendError(nil, &jsonrpc.Error{
 			ID: m.ID, Code: jsonrpc.CodeInvalidParams,
-			Message: "Unknown tool: " + quote(name), Data: mcp.ProblemData(pr),
+			Message: "Unknown tool: " + quote(*p.Name), Data: mcp.ProblemData(pr),
 		})
 	}
 	args = p.Arguments
@@ -115,11 +128,21 @@ func (ss *Session) judgeCall(m *jsonrpc.Message, version string) (t tool.Tool, a
 		if !errors.As(err, &pr) {
 			ref := newRef()
 			ss.log.Error("sanitizer failed", slog.String("ref", ref), slog.String("error", err.Error()))
-			return nil, nil, nil, jsonrpc.AppendError(nil, internalError(m.ID, ref))
+			return nil, nil, nil, name, "internal_error", jsonrpc.AppendError(nil, internalError(m.ID, ref))
 		}
-		return nil, nil, nil, ss.argumentError(m.ID, version, pr)
+		return nil, nil, nil, name, string(pr.Code), ss.argumentError(m.ID, version, pr)
 	}
-	return t, args, mcp.ProgressToken(p.Meta), nil
+	return t, args, mcp.ProgressToken(p.Meta), name, "", nil
+}
+
+// logCall writes the one info line of a tools/call, whatever became of
+// it: the repudiation trail of the threat model. It names the tool, the
+// request id, the outcome ("ok", "is_error", a problem code, or why the
+// call was refused or ended) and the duration; never an argument, a
+// result or a cause, which can quote the caller's data.
+func (ss *Session) logCall(name string, id jsonrpc.ID, outcome string, start time.Time) {
+	ss.log.LogAttrs(context.Background(), slog.LevelInfo, "tools/call", slog.String("tool", name), slog.String("id", id.String()),
+		slog.String("outcome", outcome), slog.Duration("duration", time.Since(start)))
 }
 
 // sendProgress writes one notifications/progress to the client. Progress
@@ -223,14 +246,11 @@ func (ss *Session) call(ctx context.Context, m *jsonrpc.Message, version string,
 	t tool.Tool, args jsontext.Value, place *guard.Reservation) []byte {
 	start := time.Now()
 	name := t.Descriptor().Name
+	// Logged even when the tool panics (runCall recovers and answers).
+	outcome := "panic"
+	defer func() { ss.logCall(name, m.ID, outcome, start) }()
 	res, err := ss.guarded(ctx, m.ID, t, args, place)
-	outcome := "ok"
-	defer func() {
-		if ss.log.Enabled(ctx, slog.LevelDebug) {
-			ss.log.LogAttrs(ctx, slog.LevelDebug, "tools/call", slog.String("tool", name), slog.String("id", m.ID.String()),
-				slog.String("outcome", outcome), slog.Duration("duration", time.Since(start)))
-		}
-	}()
+	outcome = "ok"
 	if err == nil {
 		if rel := res.Relayed; rel != nil {
 			if rel.IsError {

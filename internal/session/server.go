@@ -116,6 +116,15 @@ type Server struct {
 	log     *slog.Logger
 }
 
+// Tools returns the fixed tools the server offers, sorted by name; nil
+// when it offers a catalog instead.
+func (s *Server) Tools() []tool.Tool {
+	if s.opts.Catalog != nil || s.opts.Tools == nil {
+		return nil
+	}
+	return s.opts.Tools.Tools()
+}
+
 // lookup finds a tool in whichever set the server offers.
 func (s *Server) lookup(name string) (tool.Tool, bool) {
 	if s.opts.Catalog != nil {

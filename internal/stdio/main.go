@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/mcp-bastion/bastion/internal/config"
@@ -37,10 +38,14 @@ func Main(p Program) int {
 
 	cfg, err := config.Load(os.Environ())
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: invalid configuration: %v\n", p.Info.Name, err)
+		fmt.Fprintf(os.Stderr, "%s: invalid configuration:\n", p.Info.Name)
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(os.Stderr, "  %s\n", line)
+		}
 		return 2
 	}
 	log := cfg.NewLogger(os.Stderr)
+	cfg.WarnUnrelated(context.Background(), log)
 	tools, err := p.Tools(cfg, log)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", p.Info.Name, err)

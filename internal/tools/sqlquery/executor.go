@@ -109,8 +109,9 @@ func NewExecutor(dsn string, opts ExecOptions) (*Executor, error) {
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		// pgx's parse errors quote the connection string.
-		return nil, errors.New("MCP_SQL_DSN: not a valid PostgreSQL connection string")
+		// pgx's parse errors quote the connection string: only the
+		// part at fault is named.
+		return nil, fmt.Errorf("MCP_SQL_DSN: %s: %s", describeDSNError(dsn, err), DSNForms)
 	}
 	cfg.MaxConns = opts.MaxConns
 	cfg.MinConns = 0
@@ -749,14 +750,17 @@ func (e *Executor) classify(ctx context.Context, step string, err error) error {
 }
 
 // logFailure logs an infrastructure failure by its class and SQLSTATE
-// only: pgx's messages name hosts and users.
+// only: pgx's messages name hosts and users. It is info, the level a
+// server runs at: a database that is down or refuses the role is the
+// operator's to fix, not a fault of this program, and it must be in the
+// log at the default level.
 func (e *Executor) logFailure(step string, err error) {
 	attrs := []slog.Attr{slog.String("step", step), slog.String("class", FailureClass(err))}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		attrs = append(attrs, slog.String("sqlstate", pgErr.Code))
 	}
-	e.log.LogAttrs(context.Background(), slog.LevelError, "database failure", attrs...)
+	e.log.LogAttrs(context.Background(), slog.LevelInfo, "database failure", attrs...)
 }
 
 // typeName names a column type: pgx's name for built-in types, else the
