@@ -3,7 +3,10 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -211,5 +214,50 @@ func TestRefundStdoutIsOnlyJSON(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), `"level"`) {
 		t.Fatal("no structured logs on stderr")
+	}
+}
+
+// TestRefundREADMEBuildAndRun runs the refund README's "Build and run"
+// block as written, from the root of the checkout, with only the output
+// path moved out of the tree: the build must work and the exchange must
+// be the one the README describes (the string amount refused, the number
+// refunded).
+func TestRefundREADMEBuildAndRun(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "examples", "refund", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := codeBlocks(string(readme), "## Build and run")
+	if len(blocks) == 0 || blocks[0].lang != "sh" {
+		t.Fatal(`examples/refund/README.md: no sh block under "## Build and run"`)
+	}
+	script := blocks[0].text
+	if !strings.Contains(script, "go build -o bin/refund ./examples/refund") || !strings.Contains(script, "export GOTOOLCHAIN=") {
+		t.Fatalf("the block no longer builds bin/refund with the pinned toolchain:\n%s", script)
+	}
+	out := filepath.Join(t.TempDir(), "refund")
+	script = strings.ReplaceAll(script, "bin/refund", out)
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = ".."
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the README's block failed: %v\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("stdout has %d lines, want the three responses:\n%s", len(lines), stdout.String())
+	}
+	var refused, refunded map[string]any
+	if json.Unmarshal([]byte(lines[1]), &refused) != nil || json.Unmarshal([]byte(lines[2]), &refunded) != nil {
+		t.Fatalf("responses are not JSON:\n%s", stdout.String())
+	}
+	if e, _ := refused["error"].(map[string]any); e == nil || e["code"] != float64(-32602) || !strings.Contains(fmt.Sprint(e["message"]), `"amount": must be number, not string`) {
+		t.Errorf("the string amount: %s", lines[1])
+	}
+	sc, _ := result(t, refunded)["structuredContent"].(map[string]any)
+	if sc["status"] != "refund_initiated" || sc["amount"] != float64(10) || !strings.Contains(string(readme), `"status":"refund_initiated"`) {
+		t.Errorf("the number amount: %s", lines[2])
 	}
 }
