@@ -1,0 +1,105 @@
+package session_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcp-bastion/bastion/internal/session"
+)
+
+// lockedBuffer is a log sink the session's goroutines may share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestCallLogLine: every tools/call, answered or refused wherever it was
+// refused, leaves exactly one info line naming the tool, the id and the
+// outcome, with its duration; no line holds an argument value.
+func TestCallLogLine(t *testing.T) {
+	var logs lockedBuffer
+	started := make(chan struct{}, 4)
+	h := newHarness(t, context.Background(), session.Options{
+		Tools: newTools(t, started), MaxConcurrency: 1, MaxPending: 1, QueueTimeout: time.Hour,
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	h.init()
+	const marker = "marker-value-z3"
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"block","arguments":{"wait":false}}}`)
+	h.recv()
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"block","arguments":{"wait":"` + marker + `"}}}`)
+	h.recv()
+	h.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nope","arguments":{"x":"` + marker + `"}}}`)
+	h.recv()
+	h.send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"arguments":{"x":"` + marker + `"}}}`)
+	h.recv()
+	h.send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"block","arguments":{"wait":true}}}`)
+	<-started
+	h.send(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"block","arguments":{"wait":true,"x":"` + marker + `"}}}`)
+	h.recv() // the pending cap refuses 6 in-band
+	h.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}`)
+	h.send(`{"jsonrpc":"2.0","id":7,"method":"ping"}`)
+	h.recv()
+
+	want := map[string]struct{ tool, outcome string }{
+		"1": {"block", "ok"},
+		"2": {"block", "MCP_VALIDATION_ERROR"},
+		"3": {"nope", "unknown_tool"},
+		"4": {"", "invalid_params"},
+		"5": {"block", "cancelled"},
+		"6": {"block", "MCP_CONCURRENCY_LIMIT"},
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(logs.String(), `"msg":"tools/call"`) < len(want) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // call 5 logs when its task ends
+	}
+	got := map[string]map[string]any{}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, marker) {
+			t.Errorf("a log line holds an argument value: %s", line)
+		}
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "tools/call" {
+			continue
+		}
+		id, _ := rec["id"].(string)
+		if got[id] != nil {
+			t.Errorf("two lines for call %s", id)
+		}
+		got[id] = rec
+		if rec["level"] != "INFO" {
+			t.Errorf("call %s logged at %v, want INFO", id, rec["level"])
+		}
+		if _, ok := rec["duration"]; !ok {
+			t.Errorf("call %s: no duration: %s", id, line)
+		}
+	}
+	for id, w := range want {
+		rec := got[id]
+		if rec == nil {
+			t.Errorf("call %s: no log line:\n%s", id, logs.String())
+			continue
+		}
+		if rec["tool"] != w.tool || rec["outcome"] != w.outcome {
+			t.Errorf("call %s: tool %v outcome %v, want %q %q", id, rec["tool"], rec["outcome"], w.tool, w.outcome)
+		}
+	}
+}
