@@ -36,13 +36,17 @@ EOF; SIGINT or SIGTERM starts a graceful drain, a second signal stops at once.
 Flags:
   --check   validate the configuration, build the tools and run their
             start-up checks (read_only_sql connects to the database),
-            then exit
+            print the tools a session would be offered, then exit
 
 Exit status: 0 clean drain (or --check passed), 1 abnormal end (stdout
 failed, forced stop, a signal while starting, or --check could not use
 the database), 2 bad flags or configuration.
 
-Configuration (environment):
+Configuration (environment). A bad value of one of these variables, or an
+MCP_* variable that looks like a misspelling of one (MCP_SQL_DNS), stops
+start-up with exit status 2; any other MCP_* variable belongs to another
+program (MCP clients set their own) and is ignored with a warning.
+
 `
 
 const instructions = "mcp-bastion exposes narrowly scoped, read-only tools. " +
