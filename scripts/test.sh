@@ -35,6 +35,9 @@ go vet ./...
 step "staticcheck"
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
+step "container profile (scripts/smoke-container.sh --offline)"
+scripts/smoke-container.sh --offline
+
 step "go test -race"
 go test -race -count=1 -timeout 30m ./...
 
