@@ -398,3 +398,34 @@ func TestRootServingSystemRootWarns(t *testing.T) {
 		}
 	}
 }
+
+// TestStartupMessageShape: every start-up refusal has one shape,
+// "VARIABLE: what is wrong: what is accepted", and exits 2.
+func TestStartupMessageShape(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ env, variable string }{
+		{"MCP_MAX_CONCURRENCY=0", "MCP_MAX_CONCURRENCY"},
+		{"MCP_LOG_FORMAT=yaml", "MCP_LOG_FORMAT"},
+		{"MCP_SQL_DNS=x", "MCP_SQL_DNS"},
+		{"MCP_SAFE_DATA_DIR=" + file, "MCP_SAFE_DATA_DIR"},
+		{"MCP_METRICS_DISK_PATH=" + file, "MCP_METRICS_DISK_PATH"},
+		{"MCP_SQL_DSN=postgres://u@h:port/db", "MCP_SQL_DSN"},
+		{"MCP_SQL_DSN=nonsense", "MCP_SQL_DSN"},
+	} {
+		_, errOut, code := runBastion(t, baseEnv(tc.env), "serve")
+		var line string
+		for _, l := range strings.Split(errOut, "\n") {
+			if l = strings.TrimPrefix(strings.TrimSpace(l), "bastion serve: "); strings.HasPrefix(l, tc.variable+": ") {
+				line = l
+			}
+		}
+		parts := strings.Split(strings.TrimPrefix(line, tc.variable+": "), ": ")
+		if code != 2 || line == "" || len(parts) < 2 || parts[0] == "" || parts[len(parts)-1] == "" {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 and %s: what is wrong: what is accepted", tc.env, code, errOut, tc.variable)
+		}
+	}
+}

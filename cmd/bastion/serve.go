@@ -167,7 +167,8 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, check 
 			closeAll()
 			// The error names the directory: it is the operator's own
 			// configuration, shown on the operator's terminal only.
-			return nil, nil, fmt.Errorf("MCP_SAFE_DATA_DIR: %w", err)
+			return nil, nil, fmt.Errorf("MCP_SAFE_DATA_DIR: %s: an existing directory the server's user may read",
+				strings.TrimPrefix(err.Error(), "sandboxfs: "))
 		}
 		log.Info("sandbox_fs_read enabled", slog.String("mechanism", r.Mechanism()))
 		if os.Geteuid() == 0 && holdsSystemRoot(cfg.SafeDataDir) {
@@ -183,7 +184,8 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, check 
 		t, err := sysmetrics.New(cfg.MetricsDiskPath)
 		if err != nil {
 			closeAll()
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("%s: an existing directory on the file system system_metrics measures",
+				strings.TrimPrefix(err.Error(), "sysmetrics: "))
 		}
 		tools = append(tools, t)
 	}
@@ -210,7 +212,7 @@ func newSQLTool(ctx context.Context, cfg *config.Config, log *slog.Logger, check
 	var allow []string
 	if cfg.SQLAllowFunctions != "" {
 		if allow, err = sqlquery.ParseFunctionList(cfg.SQLAllowFunctions); err != nil {
-			return nil, fmt.Errorf("MCP_SQL_ALLOW_FUNCTIONS: %w", err)
+			return nil, fmt.Errorf("MCP_SQL_ALLOW_FUNCTIONS: %w: schema-qualified function names separated by commas (app.f,reporting.total)", err)
 		}
 	}
 	log = log.With(slog.String("tool", sqlquery.Name))

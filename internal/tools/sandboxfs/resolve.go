@@ -56,7 +56,7 @@ func openResolver(dir string, b backend) (resolver, error) {
 
 // startErr is for the operator at start-up, so it names the directory.
 func startErr(dir string, err error) error {
-	return fmt.Errorf("sandboxfs: data directory %q cannot be used: %w", dir, stripPath(err))
+	return fmt.Errorf("sandboxfs: data directory %q cannot be used (%w)", dir, stripPath(err))
 }
 
 // osRoot is the fallback: os.Root walks the path one component at a time

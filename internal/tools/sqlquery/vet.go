@@ -268,7 +268,7 @@ func parseQualified(s string) ([]string, error) {
 		}
 	}
 	if len(parts) != 2 {
-		return nil, errors.New("must be schema-qualified, as schema.function")
+		return nil, errors.New("is not schema-qualified")
 	}
 	return parts, nil
 }

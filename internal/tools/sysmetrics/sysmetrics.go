@@ -192,17 +192,17 @@ func New(diskPath string, opts ...Option) (tool.Tool, error) {
 // the setting, not its value: the path is never echoed.
 func checkDiskPath(diskPath string) error {
 	if diskPath == "" {
-		return errors.New("sysmetrics: MCP_METRICS_DISK_PATH is empty")
+		return errors.New("sysmetrics: MCP_METRICS_DISK_PATH: is empty")
 	}
 	if !filepath.IsAbs(diskPath) {
-		return errors.New("sysmetrics: MCP_METRICS_DISK_PATH must be an absolute path")
+		return errors.New("sysmetrics: MCP_METRICS_DISK_PATH: is a relative path")
 	}
 	fi, err := os.Stat(diskPath)
 	if err != nil {
 		return fmt.Errorf("sysmetrics: MCP_METRICS_DISK_PATH: %s", reason(err))
 	}
 	if !fi.IsDir() {
-		return errors.New("sysmetrics: MCP_METRICS_DISK_PATH is not a directory")
+		return errors.New("sysmetrics: MCP_METRICS_DISK_PATH: is not a directory")
 	}
 	return nil
 }

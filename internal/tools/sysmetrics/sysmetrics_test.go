@@ -495,10 +495,10 @@ func TestNew(t *testing.T) {
 		wantErr string // "" means success
 	}{
 		{"directory", dir, nil, ""},
-		{"empty", "", nil, "sysmetrics: MCP_METRICS_DISK_PATH is empty"},
-		{"relative", secretDirName, nil, "sysmetrics: MCP_METRICS_DISK_PATH must be an absolute path"},
+		{"empty", "", nil, "sysmetrics: MCP_METRICS_DISK_PATH: is empty"},
+		{"relative", secretDirName, nil, "sysmetrics: MCP_METRICS_DISK_PATH: is a relative path"},
 		{"missing", filepath.Join(dir, "missing"), nil, "sysmetrics: MCP_METRICS_DISK_PATH: no such file or directory"},
-		{"file", file, nil, "sysmetrics: MCP_METRICS_DISK_PATH is not a directory"},
+		{"file", file, nil, "sysmetrics: MCP_METRICS_DISK_PATH: is not a directory"},
 		{"nil sampler", dir, []Option{WithSampler(nil)}, "sysmetrics: nil sampler"},
 		{"zero interval", dir, []Option{WithCPUInterval(0)}, "sysmetrics: CPU interval must be in (0, 2s), got 0s"},
 		{"interval at budget", dir, []Option{WithCPUInterval(SampleBudget)}, "sysmetrics: CPU interval must be in (0, 2s), got 2s"},
