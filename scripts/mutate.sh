@@ -607,6 +607,63 @@ mutate gw-scan-invisible "invisible characters are not evidence" \
 	'if at, end, ok := invisible(s); false && ok {' \
 	-- "$admitpkg" 'TestScan'
 
+# sql_schema: only what the role may SELECT is listed, from the catalog
+# query's privilege and system-schema filters; the keyset walks every
+# table once; a cursor is read in its one spelling, for its listing.
+mutate sql-schema-table-privilege "sql_schema lists relations the role has no SELECT on" \
+	internal/tools/sqlquery/schema.go \
+	'pg_catalog\.has_any_column_privilege\(c\.oid, .SELECT.\)' \
+	'true' \
+	-- "$sqlpkg" 'TestSchema'
+
+mutate sql-schema-column-privilege "sql_schema lists columns outside the role's column grant" \
+	internal/tools/sqlquery/schema.go \
+	'pg_catalog\.has_column_privilege\(r\.oid, a\.attnum, .SELECT.\)' \
+	'true' \
+	-- "$sqlpkg" 'TestSchema'
+
+mutate sql-schema-usage "sql_schema lists tables in schemas the role has no USAGE on" \
+	internal/tools/sqlquery/schema.go \
+	'pg_catalog\.has_schema_privilege\(n\.oid, .USAGE.\)' \
+	'true' \
+	-- "$sqlpkg" 'TestSchema'
+
+mutate sql-schema-system "sql_schema lists the pg_ schemas" \
+	internal/tools/sqlquery/schema.go \
+	'pg_catalog\.left\(n\.nspname::pg_catalog\.text, 3\) OPERATOR\(pg_catalog\.<>\) .pg_.' \
+	'true' \
+	-- "$sqlpkg" 'TestSchema'
+
+mutate sql-schema-information-schema "sql_schema lists information_schema" \
+	internal/tools/sqlquery/schema.go \
+	'n\.nspname OPERATOR\(pg_catalog\.<>\) .information_schema.' \
+	'true' \
+	-- "$sqlpkg" 'TestSchema'
+
+mutate sql-schema-keyset "the next page starts at the last table of the one before" \
+	internal/tools/sqlquery/schema.go \
+	'pg_catalog\.namesend\(c\.relname\) OPERATOR\(pg_catalog\.>\)' \
+	'pg_catalog.namesend(c.relname) OPERATOR(pg_catalog.>=)' \
+	-- "$sqlpkg" 'TestSchema'
+
+mutate sql-schema-cursor-canonical "a cursor is accepted in any spelling that decodes" \
+	internal/tools/sqlquery/schema.go \
+	'if c\.V != cursorVersion \|\| c\.encode\(\) != s \{' \
+	'if c.V != cursorVersion {' \
+	-- "$sqlpkg" 'TestSchema'
+
+mutate sql-schema-cursor-filter "a cursor is accepted for a listing with another schema filter" \
+	internal/tools/sqlquery/schema.go \
+	'\tif c\.Filter != filter \{' \
+	'\tif false {' \
+	-- "$sqlpkg" 'TestSchema'
+
+mutate sql-schema-name-length "a schema filter longer than a name is cut to one by the cast" \
+	internal/tools/sqlquery/schema.go \
+	'case len\(s\) > maxIdentifierBytes:' \
+	'case false:' \
+	-- "$sqlpkg" 'TestSchema'
+
 echo
 echo "== summary"
 if ((${#results[@]} == 0)); then

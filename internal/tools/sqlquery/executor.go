@@ -219,6 +219,13 @@ const cursorName = "bastion_rows"
 // Errors are *problem.Problem for what the caller caused and plain errors
 // (without connection details) otherwise.
 func (e *Executor) Run(ctx context.Context, prep *Prepared) (*ResultSet, error) {
+	return e.runArgs(ctx, prep, nil)
+}
+
+// runArgs is Run with args bound to the parameters of prep.SQL. Only the
+// fixed catalog queries of this package (schema.go) have parameters:
+// user SQL never does (the policy refuses them), and Run binds none.
+func (e *Executor) runArgs(ctx context.Context, prep *Prepared, args [][]byte) (*ResultSet, error) {
 	conn, err := e.pool.Acquire(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -238,7 +245,7 @@ func (e *Executor) Run(ctx context.Context, prep *Prepared) (*ResultSet, error) 
 		conn.Release()
 	}()
 
-	q := &query{e: e, conn: conn.Conn(), pc: conn.Conn().PgConn(), prep: prep}
+	q := &query{e: e, conn: conn.Conn(), pc: conn.Conn().PgConn(), prep: prep, args: args}
 	raws, err := q.runAndEnd(ctx, &healthy)
 	if err != nil {
 		return nil, err
@@ -277,6 +284,7 @@ type query struct {
 	conn *pgx.Conn
 	pc   *pgconn.PgConn
 	prep *Prepared
+	args [][]byte // values of prep.SQL's parameters, in text form; nil for user SQL
 
 	settings string // the session's settings when the transaction began
 	declared bool   // the cursor exists
@@ -321,7 +329,7 @@ func (q *query) run(ctx context.Context) ([][][]byte, error) {
 	}
 	// The extended protocol carries exactly one statement, whatever the
 	// text holds, and DECLARE takes only a query.
-	if err := execOne(ctx, q.pc, "DECLARE "+cursorName+" NO SCROLL CURSOR FOR "+q.prep.SQL); err != nil {
+	if err := execOne(ctx, q.pc, "DECLARE "+cursorName+" NO SCROLL CURSOR FOR "+q.prep.SQL, q.args...); err != nil {
 		return nil, e.classify(ctx, "declare", err)
 	}
 	q.declared = true
@@ -355,8 +363,13 @@ func freshSeed() string {
 }
 
 // execOne runs one statement with the extended protocol and reads its
-// result to the end.
-func execOne(ctx context.Context, pc *pgconn.PgConn, sql string) error {
+// result to the end, with args, if any, bound to its parameters in text
+// form (their types inferred from the statement's casts).
+func execOne(ctx context.Context, pc *pgconn.PgConn, sql string, args ...[]byte) error {
+	if len(args) > 0 {
+		_, err := pc.ExecParams(ctx, sql, args, nil, nil, nil).Close()
+		return err
+	}
 	_, err := pc.ExecParams(ctx, sql, nil, nil, nil, nil).Close()
 	return err
 }
