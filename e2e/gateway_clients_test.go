@@ -36,7 +36,7 @@ func startRealGateway(t *testing.T) *gw {
 }
 
 var realTools = []string{
-	"db.read_only_sql", "db.sandbox_fs_read", "db.system_metrics",
+	"db.read_only_sql", "db.sandbox_fs_read", "db.sql_schema", "db.system_metrics",
 	"refund.admin_list_audit_log", "refund.admin_reset_key", "refund.get_customer_record", "refund.trigger_refund",
 }
 
@@ -111,8 +111,10 @@ func TestGatewayTypeScriptSDKClient(t *testing.T) {
 		{Name: "db.read_only_sql", Arguments: map[string]any{"query": "SELECT full_name FROM reporting.customers ORDER BY 1 LIMIT 2"}},
 		{Name: "db.sandbox_fs_read", Arguments: map[string]any{"relative_path": "../../../../etc/passwd"}, Expect: "toolError"},
 		{Name: "db.system_metrics", Arguments: map[string]any{}},
+		{Name: "db.sql_schema", Arguments: map[string]any{"schema": "reporting", "max_tables": 2}},
 		{Name: "nope.nothing", Expect: "protocolError"},
 	})
+	checkSampleSchema(t, s.Calls[4].StructuredContent)
 	if s.ProtocolVersion != "2025-11-25" {
 		t.Errorf("protocol version %q, want 2025-11-25", s.ProtocolVersion)
 	}

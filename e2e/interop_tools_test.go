@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,8 +11,9 @@ import (
 )
 
 // TestTypeScriptSDKClientTools has the official TypeScript SDK client run a
-// query through read_only_sql and read a file through sandbox_fs_read,
-// validating each structuredContent against the tool's outputSchema.
+// query through read_only_sql, list the tables it may read through
+// sql_schema and read a file through sandbox_fs_read, validating each
+// structuredContent against the tool's outputSchema.
 func TestTypeScriptSDKClientTools(t *testing.T) {
 	requireTSClient(t)
 	db := pgtest.NewSampleDB(t)
@@ -29,8 +31,10 @@ func TestTypeScriptSDKClientTools(t *testing.T) {
 		{Name: "read_only_sql", Arguments: map[string]any{"query": "WITH d AS (DELETE FROM reporting.orders RETURNING *) SELECT * FROM d"}, Expect: "toolError"},
 		{Name: "sandbox_fs_read", Arguments: map[string]any{"relative_path": "notes.txt"}},
 		{Name: "sandbox_fs_read", Arguments: map[string]any{"relative_path": "../notes.txt"}, Expect: "toolError"},
+		{Name: "sql_schema", Arguments: map[string]any{"schema": "reporting", "max_tables": 2}},
+		{Name: "sql_schema", Arguments: map[string]any{"cursor": "not-a-cursor"}, Expect: "toolError"},
 	})
-	if got := strings.Join(s.Tools, ","); got != "read_only_sql,sandbox_fs_read,system_metrics" {
+	if got := strings.Join(s.Tools, ","); got != "read_only_sql,sandbox_fs_read,sql_schema,system_metrics" {
 		t.Fatalf("tools = %s", got)
 	}
 	q := s.Calls[0].StructuredContent
@@ -41,11 +45,39 @@ func TestTypeScriptSDKClientTools(t *testing.T) {
 	if f["content"] != "quarterly notes\n" || f["encoding"] != "utf-8" {
 		t.Errorf("file result = %v", f)
 	}
+	checkSampleSchema(t, s.Calls[4].StructuredContent)
 	for i, c := range s.Calls {
 		if c.IsError != nil && !*c.IsError && (c.TextMatchesStructured == nil || !*c.TextMatchesStructured) {
 			t.Errorf("call %d: text block differs from structuredContent", i)
 		}
 	}
+}
+
+// checkSampleSchema checks a first sql_schema page of two tables of the
+// sample schema, as a client decoded it: customers (with its comment and
+// full_name, NOT NULL) and order_items, and a cursor for the rest.
+func checkSampleSchema(t *testing.T, page map[string]any) {
+	t.Helper()
+	tables, _ := page["tables"].([]any)
+	if len(tables) != 2 || page["next_cursor"] == nil {
+		t.Fatalf("sql_schema page = %v, want two tables and a next_cursor", page)
+	}
+	first, _ := tables[0].(map[string]any)
+	second, _ := tables[1].(map[string]any)
+	if first["schema"] != "reporting" || first["name"] != "customers" || first["kind"] != "table" ||
+		!strings.Contains(fmt.Sprint(first["comment"]), "People who signed up") || second["name"] != "order_items" {
+		t.Fatalf("sql_schema tables = %v", tables)
+	}
+	columns, _ := first["columns"].([]any)
+	for _, c := range columns {
+		if c, _ := c.(map[string]any); c["name"] == "full_name" {
+			if c["type"] != "text" || c["nullable"] != false {
+				t.Errorf("customers.full_name = %v", c)
+			}
+			return
+		}
+	}
+	t.Errorf("customers has no column full_name: %v", columns)
 }
 
 // TestTypeScriptSDKClientRefund has the official TypeScript SDK client call

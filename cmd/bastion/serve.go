@@ -158,7 +158,9 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, check 
 			closeAll()
 			return nil, nil, err
 		}
-		tools = append(tools, t)
+		// sql_schema shares read_only_sql's executor: closing t closes
+		// the one pool both use.
+		tools = append(tools, t, t.Schema())
 		closers = append(closers, t)
 	}
 	if cfg.SafeDataDir != "" {
