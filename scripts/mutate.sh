@@ -664,6 +664,27 @@ mutate sql-schema-name-length "a schema filter longer than a name is cut to one 
 	'case false:' \
 	-- "$sqlpkg" 'TestSchema'
 
+# bastion serve as a new user meets it: a misspelt variable of ours is not
+# taken for another program's; every call, refused or not, leaves its line
+# at the default level, without argument values.
+mutate serve-near-miss "a misspelt MCP_* variable is ignored like another program's" \
+	internal/config/config.go \
+	'if near := resembles\(k\); near != "" \{' \
+	'if near := ""; near != "" {' \
+	-- ./internal/config 'TestUnknownVariables'
+
+mutate serve-call-log-level "the line of a tools/call is not written at the default level" \
+	internal/session/call.go \
+	'slog\.LevelInfo, "tools/call", ' \
+	'slog.LevelDebug, "tools/call", ' \
+	-- "$sessionpkg" 'TestCallLogLine'
+
+mutate serve-call-log-refusals "a call refused before it starts leaves no line" \
+	internal/session/call.go \
+	'\tif msg != nil \{\n\t\tss\.logCall\(name, m\.ID, outcome, start\)' \
+	'\tif msg != nil {\n\t\t_ = outcome' \
+	-- "$sessionpkg" 'TestCallLogLine'
+
 echo
 echo "== summary"
 if ((${#results[@]} == 0)); then

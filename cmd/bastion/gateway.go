@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcp-bastion/bastion/internal/config"
 	"github.com/mcp-bastion/bastion/internal/gateway"
 	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/auth"
-	"github.com/mcp-bastion/bastion/internal/config"
 	gwconfig "github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/gateway/front"
 	"github.com/mcp-bastion/bastion/internal/gateway/metrics"

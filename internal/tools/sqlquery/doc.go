@@ -1,5 +1,7 @@
-// Package sqlquery is the read_only_sql tool. A query first passes the
-// policy: [Policy.Prepare] decides whether the caller's SQL may run and
+// Package sqlquery is the read_only_sql tool, and sql_schema beside it
+// (the relations and columns the role may SELECT, from one fixed catalog
+// query with bound parameters, run by the same executor; see schema.go).
+// A query first passes the policy: [Policy.Prepare] decides whether the caller's SQL may run and
 // returns the SQL that actually will ([Prepared]). Only that SQL reaches
 // the database, inside a read-only transaction. This documentation covers
 // the policy.
