@@ -685,6 +685,21 @@ mutate serve-call-log-refusals "a call refused before it starts leaves no line" 
 	'\tif msg != nil {\n\t\t_ = outcome' \
 	-- "$sessionpkg" 'TestCallLogLine'
 
+# A DSN pgx would misread as keyword=value pairs (a URL with an upper-case
+# scheme, or none) sends its user, password and host to the default server
+# as a setting's name: refused before pgx reads it, and after.
+mutate serve-dsn-form "a URL DSN with an upper-case scheme is read as keyword=value pairs" \
+	internal/tools/sqlquery/executor.go \
+	'if p := dsnFormProblem\(dsn\); p != "" \{' \
+	'if p := ""; p != "" {' \
+	-- "$sqlpkg" 'TestDSN'
+
+mutate serve-dsn-settings "a keyword that is no setting name is sent to the server" \
+	internal/tools/sqlquery/executor.go \
+	'if p := settingsProblem\(cfg\.ConnConfig\.RuntimeParams\); p != "" \{' \
+	'if p := ""; p != "" {' \
+	-- "$sqlpkg" 'TestDSN'
+
 echo
 echo "== summary"
 if ((${#results[@]} == 0)); then

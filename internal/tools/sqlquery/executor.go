@@ -107,11 +107,17 @@ func NewExecutor(dsn string, opts ExecOptions) (*Executor, error) {
 		}
 		allow[qualifiedName{parts[0], parts[1]}] = struct{}{}
 	}
+	if p := dsnFormProblem(dsn); p != "" {
+		return nil, fmt.Errorf("MCP_SQL_DSN: %s: %s", p, DSNForms)
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgx's parse errors quote the connection string: only the
 		// part at fault is named.
 		return nil, fmt.Errorf("MCP_SQL_DSN: %s: %s", describeDSNError(dsn, err), DSNForms)
+	}
+	if p := settingsProblem(cfg.ConnConfig.RuntimeParams); p != "" {
+		return nil, fmt.Errorf("MCP_SQL_DSN: %s: %s", p, DSNForms)
 	}
 	cfg.MaxConns = opts.MaxConns
 	cfg.MinConns = 0
