@@ -384,16 +384,16 @@ func TestRootServingSystemRootWarns(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(chroot, "etc"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	const warning = "serves a system root"
+	const warning = "serves a system root or system directory"
 	for _, tc := range []struct {
 		dir  string
 		warn bool
-	}{{"/", true}, {chroot, true}, {t.TempDir(), false}} {
+	}{{"/", true}, {chroot, true}, {"/etc", true}, {"/proc/self/root", true}, {t.TempDir(), false}} {
 		_, errOut, code := runBastion(t, baseEnv("MCP_SAFE_DATA_DIR="+tc.dir), "serve", "--check")
 		if code != 0 || strings.Contains(errOut, warning) != tc.warn {
 			t.Errorf("MCP_SAFE_DATA_DIR=%s: exit %d, warned %v, want %v: %s", tc.dir, code, !tc.warn, tc.warn, errOut)
 		}
-		if tc.dir != "/" && strings.Contains(errOut, tc.dir) {
+		if tc.dir == chroot && strings.Contains(errOut, tc.dir) {
 			t.Errorf("the warning names the directory: %s", errOut)
 		}
 	}

@@ -176,7 +176,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, check 
 		if os.Geteuid() == 0 && holdsSystemRoot(cfg.SafeDataDir) {
 			// A warning, not a refusal: a container's root can be a
 			// deliberate choice. The path itself is not logged.
-			log.Warn("MCP_SAFE_DATA_DIR: serves a system root (the directory is / or holds etc/) to a process running as root: " +
+			log.Warn("MCP_SAFE_DATA_DIR: serves a system root or system directory (/, a tree holding etc/, or /etc, /root, /proc, …) to a process running as root: " +
 				"a directory of only the files the model should read, served by an unprivileged user")
 		}
 		tools = append(tools, r)
@@ -293,13 +293,28 @@ func argumentNames(schema []byte) []string {
 	return names
 }
 
-// holdsSystemRoot reports whether dir is / or a tree like it: one that
-// holds an etc/ directory, as a chroot or an image's root does.
+// systemDirs are the trees of a host that hold its secrets and its
+// control files: serving one, or a directory inside one, as root hands
+// them to the model.
+var systemDirs = []string{"/etc", "/root", "/proc", "/sys", "/dev", "/boot", "/run", "/var/lib", "/var/run"}
+
+// holdsSystemRoot reports whether dir is / or a tree like it (one that
+// holds an etc/ directory, as a chroot or an image's root does), or is
+// one of the systemDirs or inside one, symbolic links resolved.
 func holdsSystemRoot(dir string) bool {
-	if real, err := filepath.EvalSymlinks(dir); err == nil && real == "/" {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		real = filepath.Clean(dir)
+	}
+	if real == "/" {
 		return true
 	}
-	fi, err := os.Lstat(filepath.Join(dir, "etc"))
+	for _, sys := range systemDirs {
+		if real == sys || strings.HasPrefix(real, sys+"/") {
+			return true
+		}
+	}
+	fi, err := os.Lstat(filepath.Join(real, "etc"))
 	return err == nil && fi.IsDir()
 }
 

@@ -178,7 +178,7 @@ func Load(environ []string) (*Config, error) {
 	var errs []error
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(k, Prefix) {
+		if !hasPrefix(k) {
 			continue
 		}
 		env[k] = v
@@ -199,12 +199,12 @@ func Load(environ []string) (*Config, error) {
 		}
 		unrelated = append(unrelated, k)
 	}
-	// Outside the MCP_ prefix only a spelling that differs from a known
-	// name in case or separators ("mcp_sql_dsn", "MCP-SQL-DSN") is ours.
+	// Outside the prefix only a spelling that differs from a known name
+	// in separators ("MCPSQLDSN", "MCP.SQL.DSN") is ours.
 	var other []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(k, Prefix) && sameLetters(k) != "" {
+		if !hasPrefix(k) && sameLetters(k) != "" {
 			other = append(other, k)
 		}
 	}
@@ -237,6 +237,12 @@ func Load(environ []string) (*Config, error) {
 	}
 	c.Unrelated = unrelated
 	return c, nil
+}
+
+// hasPrefix reports whether name starts with MCP_ in any case: mcp_sql_dns
+// is judged like MCP_SQL_DNS, a misspelling of ours.
+func hasPrefix(name string) bool {
+	return len(name) >= len(Prefix) && strings.EqualFold(name[:len(Prefix)], Prefix)
 }
 
 // lookup returns the table's row for name.

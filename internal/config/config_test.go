@@ -68,7 +68,7 @@ func TestDefaults(t *testing.T) {
 		nil,
 		{},
 		// Variables without the prefix are not ours.
-		{"PATH=/usr/bin", "HOME=/root", "MCP=1", "mcp_foo=0", "XMCP_FOO=1", "MCPX_FOO=1", "=MCP_FOO", "GOFLAGS=-race"},
+		{"PATH=/usr/bin", "HOME=/root", "MCP=1", "XMCP_FOO=1", "MCPX_FOO=1", "=MCP_FOO", "GOFLAGS=-race"},
 	} {
 		c := mustLoad(t, environ...)
 		if !reflect.DeepEqual(*c, defaults) {
@@ -185,7 +185,8 @@ func TestErrorTexts(t *testing.T) {
 		{"MCP_LOG_LEVEL=trace", "MCP_LOG_LEVEL: is not one of the choices: one of debug, info, warn, error"},
 		{"MCP_LOG_FORMAT=yaml", "MCP_LOG_FORMAT: is not one of the choices: one of json, text"},
 		{"MCP_SQL_DNS=x", "MCP_SQL_DNS: unknown variable, close to MCP_SQL_DSN: the names bastion serve --help lists (did you mean MCP_SQL_DSN?)"},
-		{"mcp_sql_dsn=x", "mcp_sql_dsn: not a variable, but spelled like MCP_SQL_DSN: the exact names bastion serve --help lists (did you mean MCP_SQL_DSN?)"},
+		{"mcp_sql_dsn=x", "mcp_sql_dsn: unknown variable, close to MCP_SQL_DSN: the names bastion serve --help lists (did you mean MCP_SQL_DSN?)"},
+		{"MCP.SQL.DSN=x", "MCP.SQL.DSN: not a variable, but spelled like MCP_SQL_DSN: the exact names bastion serve --help lists (did you mean MCP_SQL_DSN?)"},
 	}
 	for _, tt := range tests {
 		_, err := Load([]string{tt.env})
@@ -217,6 +218,9 @@ func TestUnknownVariables(t *testing.T) {
 		{"mcp_safe_data_dir", "MCP_SAFE_DATA_DIR"},
 		{"Mcp_Sql_Dsn", "MCP_SQL_DSN"},
 		{"MCPSQLDSN", "MCP_SQL_DSN"},
+		{"mcp_sql_dns", "MCP_SQL_DSN"},
+		{"Mcp_Log_Levl", "MCP_LOG_LEVEL"},
+		{"MCP_MAX_BYTES", ""}, // two edits from MCP_FS_MAX_BYTES, a short name: another program's
 	}
 	for _, tt := range refused {
 		c, err := Load([]string{tt.name + "=1"})
@@ -233,7 +237,7 @@ func TestUnknownVariables(t *testing.T) {
 	}
 	// The names MCP clients and SDKs set for themselves, and others.
 	unrelated := []string{"MCP_TIMEOUT", "MCP_TOOL_TIMEOUT", "MCP_BEARER_TOKEN", "MCP_SERVER_URL", "MCP_FOO", "MCP_",
-		"MCP_SQL_DSN_FILE", "MCP_GATEWAY_TOKENS", "MCP_GATEWAY_SESSION_KEY", "MCP_LOG", "MCP_DEBUG", "MCP_PROXY_AUTH_TOKEN"}
+		"MCP_SQL_DSN_FILE", "MCP_GATEWAY_TOKENS", "mcp_foo", "Mcp_Server_Name", "MCP_GATEWAY_SESSION_KEY", "MCP_LOG", "MCP_DEBUG", "MCP_PROXY_AUTH_TOKEN"}
 	var environ []string
 	for _, name := range unrelated {
 		environ = append(environ, name+"=1")

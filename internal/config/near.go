@@ -5,7 +5,8 @@ import "strings"
 // resembles returns the known variable that name, an MCP_* variable not
 // in the table, is likely a misspelling of, or "". Likely means the same
 // letters in another case or with other separators, or a small edit
-// distance: one edit for the short names, two for the rest. The bounds
+// distance: one edit for names of up to ten letters after MCP_, two for
+// the longer ones. The bounds
 // keep the names MCP clients set for themselves (MCP_TIMEOUT,
 // MCP_TOOL_TIMEOUT, MCP_BEARER_TOKEN, …) out of it: each is at least four
 // edits from every name here.
@@ -18,7 +19,7 @@ func resembles(name string) string {
 	for _, v := range table {
 		k := strings.TrimPrefix(normalize(v.name), "MCP")
 		limit := 2
-		if len(k) <= 8 {
+		if len(k) <= 10 {
 			limit = 1
 		}
 		if d := editDistance(n, k, limit); d <= limit && (best == "" || d < bestD) {

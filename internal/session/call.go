@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"runtime/debug"
 	"strconv"
 	"time"
@@ -92,6 +93,7 @@ func (ss *Session) judgeCall(m *jsonrpc.Message, version string) (t tool.Tool, a
 	invalid := func(msg string) (tool.Tool, jsontext.Value, jsontext.Value, string, string, []byte) {
 		return nil, nil, nil, name, "invalid_params", jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, msg))
 	}
+	name = callName(m.Params)
 	var p callParams
 	if err := unmarshalParams(m.Params, &p, true); err != nil {
 		return invalid("Invalid params: " + err.Error())
@@ -99,9 +101,6 @@ func (ss *Session) judgeCall(m *jsonrpc.Message, version string) (t tool.Tool, a
 	if m.Params == nil || p.Name == nil {
 		return invalid("Invalid params: name is required")
 	}
-	// A name the client sent, bounded: the log line is the operator's,
-	// and the JSON handler escapes what it holds.
-	name = truncate(*p.Name, 64)
 	if p.Arguments != nil && p.Arguments.Kind() != '{' {
 		return invalid("Invalid params: arguments must be an object")
 	}
@@ -133,6 +132,40 @@ func (ss *Session) judgeCall(m *jsonrpc.Message, version string) (t tool.Tool, a
 		return nil, nil, nil, name, string(pr.Code), ss.argumentError(m.ID, version, pr)
 	}
 	return t, args, mcp.ProgressToken(p.Meta), name, "", nil
+}
+
+// toolNameSyntax is the tool name grammar of the MCP specification.
+var toolNameSyntax = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// callName is the tool a tools/call names, for its log line: read leniently
+// (params that are refused still name it), and only when it is a name by
+// the specification's grammar. Anything else the caller put there (a
+// sentence, a secret, control characters) is not logged.
+func callName(params jsontext.Value) string {
+	var p struct {
+		Name string `json:"name"`
+	}
+	if params == nil {
+		return ""
+	}
+	// The error is ignored: refused params can still name the tool.
+	_ = json.Unmarshal(params, &p, json.RejectUnknownMembers(false))
+	if p.Name == "" {
+		return ""
+	}
+	if !toolNameSyntax.MatchString(p.Name) {
+		return "(not a tool name)"
+	}
+	return p.Name
+}
+
+// noteRefusedCall logs the line of a tools/call the session refused before
+// judging it (no session yet, a protocol version it does not serve), so
+// that every call leaves one.
+func (ss *Session) noteRefusedCall(m *jsonrpc.Message, outcome string) {
+	if m.Method == methodToolsCall {
+		ss.logCall(callName(m.Params), m.ID, outcome, time.Now())
+	}
 }
 
 // logCall writes the one info line of a tools/call, whatever became of

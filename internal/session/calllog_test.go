@@ -56,16 +56,30 @@ func TestCallLogLine(t *testing.T) {
 	h.send(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"block","arguments":{"wait":true,"x":"` + marker + `"}}}`)
 	h.recv() // the pending cap refuses 6 in-band
 	h.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}`)
+	h.send(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"SECRET ` + marker + `","arguments":{}}}`)
+	h.recv()
+	h.send(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"block","arguments":{"wait":false},"bogus":"` + marker + `"}}`)
+	h.recv()
 	h.send(`{"jsonrpc":"2.0","id":7,"method":"ping"}`)
 	h.recv()
+	// A call before the session exists is refused, and logged too.
+	h2 := newHarness(t, context.Background(), session.Options{
+		Tools:  newTools(t, nil),
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	h2.send(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"block","arguments":{"wait":"` + marker + `"}}}`)
+	h2.recv()
 
 	want := map[string]struct{ tool, outcome string }{
-		"1": {"block", "ok"},
-		"2": {"block", "MCP_VALIDATION_ERROR"},
-		"3": {"nope", "unknown_tool"},
-		"4": {"", "invalid_params"},
-		"5": {"block", "cancelled"},
-		"6": {"block", "MCP_CONCURRENCY_LIMIT"},
+		"1":  {"block", "ok"},
+		"2":  {"block", "MCP_VALIDATION_ERROR"},
+		"3":  {"nope", "unknown_tool"},
+		"4":  {"", "invalid_params"},
+		"5":  {"block", "cancelled"},
+		"6":  {"block", "MCP_CONCURRENCY_LIMIT"},
+		"8":  {"(not a tool name)", "unknown_tool"},
+		"9":  {"block", "invalid_params"},
+		"10": {"block", "not_initialized"},
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for strings.Count(logs.String(), `"msg":"tools/call"`) < len(want) && time.Now().Before(deadline) {

@@ -153,6 +153,7 @@ func (ss *Session) handleUndecided(r replier, m *jsonrpc.Message) {
 	}
 	v, present, err := metaVersion(m.Params)
 	if err != nil {
+		ss.noteRefusedCall(m, "invalid_params")
 		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
 		return
 	}
@@ -164,6 +165,7 @@ func (ss *Session) handleUndecided(r replier, m *jsonrpc.Message) {
 		ss.log.Debug("stateless session", slog.String("protocol_version", mcp.V20260728))
 		ss.dispatchModern(r, m, mcp.V20260728)
 	default:
+		ss.noteRefusedCall(m, "not_initialized")
 		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
 			"Invalid request: the session is not initialized; send initialize first, "+
 				"or name protocol version 2026-07-28 in params._meta"))
@@ -190,11 +192,13 @@ func (ss *Session) handleModern(r replier, m *jsonrpc.Message) {
 	v, present, err := metaVersion(m.Params)
 	switch {
 	case err != nil:
+		ss.noteRefusedCall(m, "invalid_params")
 		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
 	case m.Method == methodInitialize:
 		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
 			"Invalid request: this stream is stateless (protocol 2026-07-28); initialize is not accepted"))
 	case !present:
+		ss.noteRefusedCall(m, "no_protocol_version")
 		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
 			`Invalid request: params._meta["io.modelcontextprotocol/protocolVersion"] is required`))
 	case !mcp.IsModern(v):
@@ -229,6 +233,7 @@ func (ss *Session) methodNotFound(r replier, m *jsonrpc.Message) {
 }
 
 func (ss *Session) unsupportedVersion(r replier, m *jsonrpc.Message, requested string) {
+	ss.noteRefusedCall(m, "unsupported_version")
 	r.sendError(&jsonrpc.Error{
 		ID:      m.ID,
 		Code:    mcp.CodeUnsupportedProtocolVersion,
