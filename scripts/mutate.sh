@@ -700,6 +700,38 @@ mutate serve-dsn-settings "a keyword that is no setting name is sent to the serv
 	'if p := ""; p != "" {' \
 	-- "$sqlpkg" 'TestDSN'
 
+# sql_schema under the result bound: every row of its catalog query fits
+# the bound on its own, costed in escaped bytes, so that every page lists
+# or skips a table and its cursor moves on: a table's column comments go
+# first, then its last columns, and a table whose names alone do not fit
+# is passed over.
+mutate sql-schema-row-columns "sql_schema lists every column of a table whatever the result bound" \
+	internal/tools/sqlquery/schema.go \
+	' AND \{\{running\}\} OPERATOR\(pg_catalog\.<=\) \$5::pg_catalog\.int8\) AS keep' \
+	') AS keep' \
+	-- "$sqlpkg" 'TestSchema'
+
+mutate sql-schema-row-comments "sql_schema keeps the column comments whatever the result bound" \
+	internal/tools/sqlquery/schema.go \
+	'CASE WHEN \{\{with_comments\}\} OPERATOR\(pg_catalog\.<=\) \$5::pg_catalog\.int8 THEN cols\.comments END' \
+	'cols.comments' \
+	-- "$sqlpkg" 'TestSchema'
+
+mutate sql-schema-row-names "sql_schema lists a table whose names alone exceed the result bound" \
+	internal/tools/sqlquery/schema.go \
+	'CASE WHEN r\.head OPERATOR\(pg_catalog\.<=\) \$5::pg_catalog\.int8 THEN r\.nspname END' \
+	'r.nspname' \
+	internal/tools/sqlquery/schema.go \
+	'CASE WHEN r\.head OPERATOR\(pg_catalog\.<=\) \$5::pg_catalog\.int8 THEN r\.relname END' \
+	'r.relname' \
+	-- "$sqlpkg" 'TestSchema'
+
+mutate sql-schema-row-escapes "sql_schema costs a control character as one byte, not as its escape" \
+	internal/tools/sqlquery/schema.go \
+	'sqlMul\("5", sqlCount\(x, controlBytes\)\)' \
+	'sqlMul("0", sqlCount(x, controlBytes))' \
+	-- "$sqlpkg" 'TestSchema'
+
 echo
 echo "== summary"
 if ((${#results[@]} == 0)); then

@@ -45,7 +45,8 @@ func TestSchemaDescriptor(t *testing.T) {
 	if d.Name != "sql_schema" || d.Title == "" || d.Annotations != tool.ReadOnly {
 		t.Errorf("descriptor = %+v", d)
 	}
-	for _, want := range []string{"Read-only", "may not SELECT are not listed", "next_cursor"} {
+	for _, want := range []string{"Read-only", "may not SELECT are not listed", "next_cursor",
+		"may SELECT the view itself", "security_invoker", "comments_omitted", "columns_truncated", "skipped_tables"} {
 		if !strings.Contains(d.Description, want) {
 			t.Errorf("description lacks %q: %s", want, d.Description)
 		}
@@ -60,10 +61,12 @@ func TestSchemaDescriptor(t *testing.T) {
 	for doc, ok := range map[string]bool{
 		`{"tables":[]}`: true,
 		`{"tables":[{"schema":"s","name":"t","kind":"view","comment":"c","columns":[{"name":"a","type":"integer","nullable":true,"comment":"x"}],"columns_truncated":true}],"next_cursor":"abc"}`: true,
+		`{"tables":[{"schema":"s","name":"t","kind":"table","columns":[],"columns_truncated":true,"comments_omitted":true}],"skipped_tables":2,"next_cursor":"abc"}`:                              true,
+		`{"tables":[],"skipped_tables":0}`:                                               false,
 		`{"tables":[{"schema":"s","name":"t","kind":"index","columns":[]}]}`:             false,
 		`{"tables":[{"schema":"s","name":"t","kind":"table"}]}`:                          false,
 		`{"tables":[{"schema":"s","name":"t","kind":"table","columns":[{"name":"a"}]}]}`: false,
-		`{"tables":[],"extra":1}`: false,
+		`{"tables":[],"extra":1}`:                                                        false,
 	} {
 		if err := tool.ValidateOutput(offlineSchemaTool(t), jsontext.Value(doc)); (err == nil) != ok {
 			t.Errorf("%s: valid = %v, want %v (%v)", doc, err == nil, ok, err)
@@ -152,8 +155,8 @@ func TestSchemaCursorRefused(t *testing.T) {
 // parameters only; the SQL is the same text whatever the arguments.
 func TestSchemaArgsBound(t *testing.T) {
 	schema := "x'); DROP TABLE t; --"
-	args := schemaArgs(&schema, &schemaCursor{Schema: []byte("a'b"), Table: []byte{0xff}}, 7)
-	want := []string{schema, `\x612762`, `\xff`, "8"}
+	args := schemaArgs(&schema, &schemaCursor{Schema: []byte("a'b"), Table: []byte{0xff}}, 7, 4096)
+	want := []string{schema, `\x612762`, `\xff`, "8", "4096"}
 	if len(args) != len(want) {
 		t.Fatalf("args = %q", args)
 	}
@@ -162,10 +165,77 @@ func TestSchemaArgsBound(t *testing.T) {
 			t.Errorf("arg %d = %q, want %q", i+1, args[i], want[i])
 		}
 	}
-	if args := schemaArgs(nil, nil, 50); args[0] != nil || args[1] != nil || args[2] != nil || string(args[3]) != "51" {
-		t.Errorf("first page args = %q, want NULL, NULL, NULL, 51", args)
+	if args := schemaArgs(nil, nil, 50, DefaultMaxResultBytes); args[0] != nil || args[1] != nil || args[2] != nil ||
+		string(args[3]) != "51" || string(args[4]) != "1048576" {
+		t.Errorf("first page args = %q, want NULL, NULL, NULL, 51, 1048576", args)
 	}
-	if strings.Contains(schemaQuery, "%!") || strings.Count(schemaQuery, "$") != 7 {
-		t.Errorf("schemaQuery is not the fixed text with four parameters:\n%s", schemaQuery)
+	if strings.Contains(schemaQuery, "{{") || !strings.Contains(schemaQuery, "$5") || strings.Contains(schemaQuery, "$6") {
+		t.Errorf("schemaQuery is not the fixed text with five parameters:\n%s", schemaQuery)
 	}
+}
+
+// TestSchemaRowShapes: a row of the catalog query becomes a listed table,
+// cut as its arrays say, or a skipped one when its names are NULL; every
+// row gives the position after it, and a row that cannot come from the
+// query is refused.
+func TestSchemaRowShapes(t *testing.T) {
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	row := func(schema, name any, n string, names, types, nullable, comments any, omitted bool) []any {
+		return []any{schema, name, "r", nil, b64("s"), b64("t"), jsontext.Value(n), names, types, nullable, comments, omitted}
+	}
+	cols := []any{"a", "b"}
+	typs := []any{"integer", "text"}
+	nulls := []any{true, false}
+	for _, c := range []struct {
+		name string
+		row  []any
+		want *SchemaTable
+	}{
+		{"whole", row("s", "t", "2", cols, typs, nulls, []any{"x", nil}, false), &SchemaTable{
+			Schema: "s", Name: "t", Kind: "table", Columns: []SchemaColumn{
+				{Name: "a", Type: "integer", Nullable: true, Comment: "x"}, {Name: "b", Type: "text"}}}},
+		{"comments left out", row("s", "t", "2", cols, typs, nulls, nil, true), &SchemaTable{
+			Schema: "s", Name: "t", Kind: "table", CommentsOmitted: true, Columns: []SchemaColumn{
+				{Name: "a", Type: "integer", Nullable: true}, {Name: "b", Type: "text"}}}},
+		{"columns cut", row("s", "t", "5", cols, typs, nulls, nil, true), &SchemaTable{
+			Schema: "s", Name: "t", Kind: "table", CommentsOmitted: true, ColumnsTruncated: true, Columns: []SchemaColumn{
+				{Name: "a", Type: "integer", Nullable: true}, {Name: "b", Type: "text"}}}},
+		{"no column fits", row("s", "t", "3", nil, nil, nil, nil, false), &SchemaTable{
+			Schema: "s", Name: "t", Kind: "table", ColumnsTruncated: true, Columns: []SchemaColumn{}}},
+		{"no columns", row("s", "t", "0", nil, nil, nil, nil, false), &SchemaTable{
+			Schema: "s", Name: "t", Kind: "table", Columns: []SchemaColumn{}}},
+		{"more than MaxColumns", row("s", "t", "501", cols, typs, nulls, nil, false), &SchemaTable{
+			Schema: "s", Name: "t", Kind: "table", ColumnsTruncated: true, Columns: []SchemaColumn{
+				{Name: "a", Type: "integer", Nullable: true}, {Name: "b", Type: "text"}}}},
+		{"skipped", row(nil, nil, "2", nil, nil, nil, nil, true), nil},
+	} {
+		tb, pos, err := tableOf(c.row)
+		if err != nil || pos == nil || string(pos.Schema) != "s" || string(pos.Table) != "t" {
+			t.Fatalf("%s: position %+v, %v", c.name, pos, err)
+		}
+		if d := diffTables(tablesOf(c.want), tablesOf(tb)); d != "" {
+			t.Errorf("%s:\n%s", c.name, d)
+		}
+	}
+	for name, r := range map[string][]any{
+		"more listed than read":  row("s", "t", "1", cols, typs, nulls, nil, false),
+		"more than MaxColumns":   row("s", "t", "502", cols, typs, nulls, nil, false),
+		"arrays of two lengths":  row("s", "t", "2", cols, typs[:1], nulls, nil, false),
+		"comments of another":    row("s", "t", "2", cols, typs, nulls, []any{"x"}, false),
+		"one name NULL":          row("s", nil, "2", cols, typs, nulls, nil, false),
+		"no omitted flag":        row("s", "t", "2", cols, typs, nulls, nil, false)[:11],
+		"a flag that is no bool": append(row("s", "t", "2", cols, typs, nulls, nil, false)[:11], "true"),
+	} {
+		if _, _, err := tableOf(r); !errors.Is(err, errRowShape) {
+			t.Errorf("%s: %v, want errRowShape", name, err)
+		}
+	}
+}
+
+// tablesOf is the listing of tb alone, or of none when tb is nil.
+func tablesOf(tb *SchemaTable) []SchemaTable {
+	if tb == nil {
+		return nil
+	}
+	return []SchemaTable{*tb}
 }
