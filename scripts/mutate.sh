@@ -188,14 +188,14 @@ mutate cte-walk "the tree walk does not descend into WITH clauses" \
 	internal/tools/sqlquery/walk.go \
 	'\tif prob := w\.judge\(m\); prob != nil \{\n' \
 	'\tif _, ok := m.Interface().(*pg.WithClause); ok {\n\t\treturn nil\n\t}\n\tif prob := w.judge(m); prob != nil {\n' \
-	-- "$sqlpkg"
+	-- "$sqlpkg" 'TestCorpus$'
 
 # (b) The function denylist is never consulted.
 mutate func-denylist "the function denylist check is disabled" \
 	internal/tools/sqlquery/walk.go \
 	'if _, denied := p\.denied\(last\); denied \{' \
 	'if _, denied := p.denied(last); denied && false {' \
-	-- "$sqlpkg"
+	-- "$sqlpkg" 'TestCorpus$|TestWithDeniedFunctions'
 
 # (c) The row bound: the executor fetches every row of the cursor instead
 # of max_rows + 1.
@@ -203,7 +203,7 @@ mutate fetch-bound "the executor fetches all rows instead of max_rows" \
 	internal/tools/sqlquery/executor.go \
 	'fmt\.Sprintf\("FETCH FORWARD %d FROM %s", q\.prep\.Limit, cursorName\)' \
 	'"FETCH FORWARD ALL FROM "+cursorName' \
-	-- "$sqlpkg"
+	-- "$sqlpkg" 'TestToolClampStopsUnboundedQuery|TestExecutorProbeRowNotSent|TestClampIsPrefixCorpus'
 
 # The second validation accepts whatever the regenerated SQL parses to, as
 # long as the policy allows it: a deparser that rewrote the checked tree
@@ -212,7 +212,7 @@ mutate deparse-compare "the regenerated tree is not compared with the checked on
 	internal/tools/sqlquery/policy.go \
 	'if enc, err := encode\(tree\); err != nil \|\| !sameEncoding\(tree\.ProtoReflect\(\)\.Descriptor\(\), enc, checked\) \{' \
 	'if _, _ = tree, checked; false {' \
-	-- "$sqlpkg"
+	-- "$sqlpkg" 'TestRecheck'
 
 # (d) The read-only transaction, in its two layers and both at once. Each
 # layer is one list of FILE PATTERN REPLACEMENT triples, used alone and
@@ -228,13 +228,13 @@ session_rw=(internal/tools/sqlquery/executor.go
 	'\t\tif false {')
 
 mutate begin-read-only "BEGIN without READ ONLY (the session default still holds)" \
-	"${begin_rw[@]}" -- "$sqlpkg"
+	"${begin_rw[@]}" -- "$sqlpkg" 'TestExecutorTransactionReadOnlyWithoutSessionDefault'
 
 mutate session-read-only "pooled sessions no longer default to read-only (nor check it at connect)" \
-	"${session_rw[@]}" -- "$sqlpkg"
+	"${session_rw[@]}" -- "$sqlpkg" 'TestExecutorSessionsDefaultReadOnly|TestExecutorRefusesWrites'
 
 mutate read-only-both "neither BEGIN READ ONLY nor a read-only session default" \
-	"${begin_rw[@]}" "${session_rw[@]}" -- "$sqlpkg"
+	"${begin_rw[@]}" "${session_rw[@]}" -- "$sqlpkg" 'TestExecutorRefusesWrites|TestExecutorTransactionReadOnlyWithoutSessionDefault'
 
 # (e) The query goes out with the simple protocol, whose Query message
 # runs every statement it holds, as a DSN with
@@ -243,7 +243,7 @@ mutate one-statement "the query is sent with the simple protocol" \
 	internal/tools/sqlquery/executor.go \
 	'_, err := pc\.ExecParams\(ctx, sql, nil, nil, nil, nil\)\.Close\(\)' \
 	'_, err := pc.Exec(ctx, sql).ReadAll()' \
-	-- "$sqlpkg"
+	-- "$sqlpkg" 'TestExecutorOneStatementPerCall'
 
 # The executor's lines behind the policy: the catalog check of the
 # functions a query names, the session-effect check inside the
@@ -252,38 +252,38 @@ mutate catalog-vet "functions of the database are not vetted in the catalog" \
 	internal/tools/sqlquery/executor.go \
 	'if len\(q\.prep\.Functions\) > 0 \{' \
 	'if false {' \
-	-- "$sqlpkg"
+	-- "$sqlpkg" 'TestCatalogCheckJudgesByOrigin|TestToolUserFunctionWriteStoppedByTransaction'
 
 mutate session-effects "effects a query leaves on the session are not looked for" \
 	internal/tools/sqlquery/executor.go \
 	'what := fx\.found\(q\.settings, !inTx\)' \
 	'what := fx.found(q.settings, !inTx)[:0]' \
-	-- "$sqlpkg"
+	-- "$sqlpkg" 'TestExecutorRefusesSessionEffects'
 
 mutate anomaly-discard "a session that held an effect goes back to the pool" \
 	internal/tools/sqlquery/executor.go \
 	'\*healthy = clean && cleanError\(runErr\)' \
 	'*healthy = (clean || true) && cleanError(runErr)' \
-	-- "$sqlpkg"
+	-- "$sqlpkg" 'TestExecutorRefusesSessionEffects|TestExecutorTransactionReadOnlyWithoutSessionDefault'
 
 mutate reseed "random() is not reseeded for every call" \
 	internal/tools/sqlquery/executor.go \
 	'"SELECT pg_catalog\.setseed\(%s\)",' \
 	'"SELECT 1 WHERE %s IS NOT NULL",' \
-	-- "$sqlpkg"
+	-- "$sqlpkg" 'TestExecutorReseedsRandom'
 
 mutate always-rollback "the transaction is committed instead of rolled back" \
 	internal/tools/sqlquery/executor.go \
 	'sql \+= inTxCheck \+ "; ROLLBACK; " \+ readOnlyCanary' \
 	'sql += inTxCheck + "; COMMIT; " + readOnlyCanary' \
-	-- "$sqlpkg"
+	-- "$sqlpkg" 'TestExecutorRollbackUndoesLargeObjectWrites|TestExecutorTransactionalEffectsNeverEscape'
 
 # The result bound: rows are read whatever their size.
 mutate sql-result-bound "the executor does not bound result bytes" \
 	internal/tools/sqlquery/executor.go \
 	'if size > e\.opts\.MaxResultBytes \{' \
 	'if size > e.opts.MaxResultBytes && false {' \
-	-- "$sqlpkg"
+	-- "$sqlpkg" 'TestExecutorBoundsResultBytes'
 
 # sandbox_fs_read: resolution beneath the root, the file-type check on the
 # open descriptor, and the bounded read.
@@ -344,8 +344,8 @@ mutate arrival-order "a call takes its place in the queue when its task runs, no
 
 mutate validity-first "the pending cap is checked before the call's own validity" \
 	internal/session/call.go \
-	'\tt, args, token, msg := ss\.judgeCall\(m, version\)\n\tif msg != nil \{\n\t\tr\.send\(msg\)\n\t\treturn\n\t\}\n\tif ss\.subscribed' \
-	'\tss.mu.Lock()\n\tif len(ss.inflight) >= ss.srv.opts.MaxPending {\n\t\tss.mu.Unlock()\n\t\tr.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.AppendCallProblem(nil, version, problem.New(problem.ConcurrencyLimit, "full"))))\n\t\treturn\n\t}\n\tss.mu.Unlock()\n\tt, args, token, msg := ss.judgeCall(m, version)\n\tif msg != nil {\n\t\tr.send(msg)\n\t\treturn\n\t}\n\tif ss.subscribed' \
+	'\tt, args, token, name, outcome, msg := ss\.judgeCall\(m, version\)\n\tif msg != nil \{' \
+	'\tss.mu.Lock()\n\tif len(ss.inflight) >= ss.srv.opts.MaxPending {\n\t\tss.mu.Unlock()\n\t\tr.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.AppendCallProblem(nil, version, problem.New(problem.ConcurrencyLimit, "full"))))\n\t\treturn\n\t}\n\tss.mu.Unlock()\n\tt, args, token, name, outcome, msg := ss.judgeCall(m, version)\n\tif msg != nil {' \
 	-- "$sessionpkg"
 
 # The gateway (bastion gateway): its front, its invoke path, its
