@@ -614,55 +614,55 @@ mutate sql-schema-table-privilege "sql_schema lists relations the role has no SE
 	internal/tools/sqlquery/schema.go \
 	'pg_catalog\.has_any_column_privilege\(c\.oid, .SELECT.\)' \
 	'true' \
-	-- "$sqlpkg" 'TestSchema'
+	-- "$sqlpkg" 'TestSchemaListsWhatTheRoleMaySelect'
 
 mutate sql-schema-column-privilege "sql_schema lists columns outside the role's column grant" \
 	internal/tools/sqlquery/schema.go \
 	'pg_catalog\.has_column_privilege\(r\.oid, a\.attnum, .SELECT.\)' \
 	'true' \
-	-- "$sqlpkg" 'TestSchema'
+	-- "$sqlpkg" 'TestSchemaListsWhatTheRoleMaySelect'
 
 mutate sql-schema-usage "sql_schema lists tables in schemas the role has no USAGE on" \
 	internal/tools/sqlquery/schema.go \
 	'pg_catalog\.has_schema_privilege\(n\.oid, .USAGE.\)' \
 	'true' \
-	-- "$sqlpkg" 'TestSchema'
+	-- "$sqlpkg" 'TestSchemaListsWhatTheRoleMaySelect'
 
 mutate sql-schema-system "sql_schema lists the pg_ schemas" \
 	internal/tools/sqlquery/schema.go \
 	'pg_catalog\.left\(n\.nspname::pg_catalog\.text, 3\) OPERATOR\(pg_catalog\.<>\) .pg_.' \
 	'true' \
-	-- "$sqlpkg" 'TestSchema'
+	-- "$sqlpkg" 'TestSchemaListsWhatTheRoleMaySelect'
 
 mutate sql-schema-information-schema "sql_schema lists information_schema" \
 	internal/tools/sqlquery/schema.go \
 	'n\.nspname OPERATOR\(pg_catalog\.<>\) .information_schema.' \
 	'true' \
-	-- "$sqlpkg" 'TestSchema'
+	-- "$sqlpkg" 'TestSchemaListsWhatTheRoleMaySelect'
 
 mutate sql-schema-keyset "the next page starts at the last table of the one before" \
 	internal/tools/sqlquery/schema.go \
 	'pg_catalog\.namesend\(c\.relname\) OPERATOR\(pg_catalog\.>\)' \
 	'pg_catalog.namesend(c.relname) OPERATOR(pg_catalog.>=)' \
-	-- "$sqlpkg" 'TestSchema'
+	-- "$sqlpkg" 'TestSchemaPagination'
 
 mutate sql-schema-cursor-canonical "a cursor is accepted in any spelling that decodes" \
 	internal/tools/sqlquery/schema.go \
 	'if c\.V != cursorVersion \|\| c\.encode\(\) != s \{' \
 	'if c.V != cursorVersion {' \
-	-- "$sqlpkg" 'TestSchema'
+	-- "$sqlpkg" 'TestSchemaCursorRefused'
 
 mutate sql-schema-cursor-filter "a cursor is accepted for a listing with another schema filter" \
 	internal/tools/sqlquery/schema.go \
 	'\tif c\.Filter != filter \{' \
 	'\tif false {' \
-	-- "$sqlpkg" 'TestSchema'
+	-- "$sqlpkg" 'TestSchemaCursorRefused'
 
 mutate sql-schema-name-length "a schema filter longer than a name is cut to one by the cast" \
 	internal/tools/sqlquery/schema.go \
 	'case len\(s\) > maxIdentifierBytes:' \
 	'case false:' \
-	-- "$sqlpkg" 'TestSchema'
+	-- "$sqlpkg" 'TestSchemaArguments'
 
 # bastion serve as a new user meets it: a misspelt variable of ours is not
 # taken for another program's; every call, refused or not, leaves its line
@@ -709,13 +709,13 @@ mutate sql-schema-row-columns "sql_schema lists every column of a table whatever
 	internal/tools/sqlquery/schema.go \
 	' AND \{\{running\}\} OPERATOR\(pg_catalog\.<=\) \$5::pg_catalog\.int8\) AS keep' \
 	') AS keep' \
-	-- "$sqlpkg" 'TestSchema'
+	-- "$sqlpkg" 'TestSchemaBounds|TestSchemaOversizedTables'
 
 mutate sql-schema-row-comments "sql_schema keeps the column comments whatever the result bound" \
 	internal/tools/sqlquery/schema.go \
 	'CASE WHEN \{\{with_comments\}\} OPERATOR\(pg_catalog\.<=\) \$5::pg_catalog\.int8 THEN cols\.comments END' \
 	'cols.comments' \
-	-- "$sqlpkg" 'TestSchema'
+	-- "$sqlpkg" 'TestSchemaBounds|TestSchemaOversizedTables'
 
 mutate sql-schema-row-names "sql_schema lists a table whose names alone exceed the result bound" \
 	internal/tools/sqlquery/schema.go \
@@ -724,13 +724,13 @@ mutate sql-schema-row-names "sql_schema lists a table whose names alone exceed t
 	internal/tools/sqlquery/schema.go \
 	'CASE WHEN r\.head OPERATOR\(pg_catalog\.<=\) \$5::pg_catalog\.int8 THEN r\.relname END' \
 	'r.relname' \
-	-- "$sqlpkg" 'TestSchema'
+	-- "$sqlpkg" 'TestSchemaOversizedTables'
 
 mutate sql-schema-row-escapes "sql_schema costs a control character as one byte, not as its escape" \
 	internal/tools/sqlquery/schema.go \
 	'sqlMul\("5", sqlCount\(x, controlBytes\)\)' \
 	'sqlMul("0", sqlCount(x, controlBytes))' \
-	-- "$sqlpkg" 'TestSchema'
+	-- "$sqlpkg" 'TestSchemaCostBound|TestSchemaOversizedTables'
 
 echo
 echo "== summary"
