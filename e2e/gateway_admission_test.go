@@ -580,6 +580,12 @@ func TestAdmissionSharedLedger(t *testing.T) {
 	}
 	eventually(t, "offered on the replica that was approved through", func() bool { return len(ga.tools()) == 1 })
 	eventually(t, "offered on the other replica", func() bool { return len(gb.tools()) == 1 })
+	// The other replica's evidence follows the decision it read from the
+	// ledger, without a walk of the downstream.
+	eventually(t, "the other replica's bundle no longer holds the tool", func() bool {
+		_, held := b.held("review.json")["fx.shared"]
+		return !held
+	})
 	if res := gb.call("fx.shared", map[string]any{}); res.msg(t)["result"] == nil {
 		t.Fatalf("call on the other replica: %s", res.body)
 	}

@@ -12,7 +12,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -187,10 +189,40 @@ func (d *downstream) reread() {
 	if d.lastTools == nil || d.conn == nil || !d.conn.Connected() {
 		return
 	}
+	before := admissionState(d.g.catalog.Snapshot(), d.name)
 	if err := d.g.catalog.Update(d.catalogServer(), d.lastTools); err != nil {
 		d.g.log.Warn("the shared ledger could not be read; none of the server's tools is offered",
 			slog.String("server", d.name), slog.String("error", err.Error()))
 	}
+	// A decision another replica recorded (an approval, a rejection)
+	// changes what this replica offers and holds: its bundle must say
+	// so too, but an unchanged re-read every few seconds writes nothing.
+	if admissionState(d.g.catalog.Snapshot(), d.name) != before {
+		d.g.writeEvidence()
+	}
+}
+
+// admissionState sums up what the catalog offers and holds of server:
+// each tool's name and digest, each held record's name, status, digest
+// and pending digest. Two equal states have the same evidence.
+func admissionState(s *catalog.Snapshot, server string) string {
+	var b strings.Builder
+	for _, t := range s.Tools {
+		if t.Server == server {
+			fmt.Fprintf(&b, "t %s %s\n", t.Qualified, t.Digest)
+		}
+	}
+	for _, r := range s.Held {
+		if r.Server != server {
+			continue
+		}
+		pending := ""
+		if r.Pending != nil {
+			pending = r.Pending.Digest
+		}
+		fmt.Fprintf(&b, "h %s %s %s %s\n", r.Qualified, r.Status, r.Digest, pending)
+	}
+	return b.String()
 }
 
 // everyServer runs fn for every server, in configuration order, each
