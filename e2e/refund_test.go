@@ -249,15 +249,26 @@ func TestRefundREADMEBuildAndRun(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("stdout has %d lines, want the three responses:\n%s", len(lines), stdout.String())
 	}
-	var refused, refunded map[string]any
-	if json.Unmarshal([]byte(lines[1]), &refused) != nil || json.Unmarshal([]byte(lines[2]), &refunded) != nil {
-		t.Fatalf("responses are not JSON:\n%s", stdout.String())
+	// The two calls run concurrently, so their answers may come in
+	// either order: pair them by id.
+	byID := map[float64]map[string]any{}
+	for _, l := range lines {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) != nil {
+			t.Fatalf("responses are not JSON:\n%s", stdout.String())
+		}
+		id, _ := m["id"].(float64)
+		byID[id] = m
+	}
+	refused, refunded := byID[2], byID[3]
+	if refused == nil || refunded == nil || byID[1] == nil {
+		t.Fatalf("want the answers to ids 1, 2 and 3:\n%s", stdout.String())
 	}
 	if e, _ := refused["error"].(map[string]any); e == nil || e["code"] != float64(-32602) || !strings.Contains(fmt.Sprint(e["message"]), `"amount": must be number, not string`) {
-		t.Errorf("the string amount: %s", lines[1])
+		t.Errorf("the string amount: %v", refused)
 	}
 	sc, _ := result(t, refunded)["structuredContent"].(map[string]any)
 	if sc["status"] != "refund_initiated" || sc["amount"] != float64(10) || !strings.Contains(string(readme), `"status":"refund_initiated"`) {
-		t.Errorf("the number amount: %s", lines[2])
+		t.Errorf("the number amount: %v", refunded)
 	}
 }
