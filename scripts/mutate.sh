@@ -388,9 +388,57 @@ mutate gw-cancel-scope "any session may cancel any session's call" \
 
 mutate gw-cursor-seal "the gateway's tools/list cursors are not checked against their seal" \
 	internal/gateway/list.go \
-	'if !hmac\.Equal\(l\.mac\(b\[:16\], owner\), b\[16:\]\) \{' \
-	'if false && !hmac.Equal(l.mac(b[:16], owner), b[16:]) {' \
-	-- "$gwpkg" 'TestListerCursors'
+	'if !hmac\.Equal\(l\.mac\(list, b\[:16\], owner\), b\[16:\]\) \{' \
+	'if false && !hmac.Equal(l.mac(list, b[:16], owner), b[16:]) {' \
+	-- "$gwpkg" 'TestListerCursors|TestListerPrompts'
+
+mutate gw-ledger-kinds "judging one kind's list marks the other kind's records removed" \
+	internal/gateway/admission.go \
+	'if r\.Kind != kind \|\| seen\[key\]' \
+	'if seen[key]' \
+	-- "$gwpkg" 'TestLedgerKinds'
+
+mutate gw-prompt-authz "a prompts/get the deciding rule refuses is forwarded" \
+	internal/gateway/prompt.go \
+	'\tcase !d\.Allow && !d\.NeedsArgs:' \
+	'\tcase false:' \
+	-- "$e2epkg" 'TestGatewayPrompts'
+
+mutate gw-prompt-required "a prompts/get without a required argument is forwarded" \
+	internal/gateway/prompt.go \
+	'\} else if a\.Required \{' \
+	'} else if false && a.Required {' \
+	-- "$e2epkg" 'TestGatewayPrompts'
+
+mutate gw-prompt-undeclared "a prompts/get with an argument the prompt does not declare is forwarded" \
+	internal/gateway/prompt.go \
+	'if _, ok := p\.Argument\(k\); !ok \{' \
+	'if _, ok := p.Argument(k); false && !ok {' \
+	-- "$e2epkg" 'TestGatewayPrompts'
+
+mutate gw-prompt-result "a prompt message of a role the spec does not have is relayed" \
+	internal/gateway/prompt.go \
+	'if m\.Role == nil \|\| \(\*m\.Role != "user" && \*m\.Role != "assistant"\) \{' \
+	'if m.Role == nil {' \
+	-- "$e2epkg" 'TestGatewayPrompts'
+
+mutate gw-prompt-scan "a prompt descriptor is not scanned" \
+	internal/gateway/catalog/prompt.go \
+	'p\.Findings = admit\.Scan\(canon, others\)' \
+	'p.Findings = nil' \
+	-- ./internal/gateway/catalog 'TestPromptsBesideTools'
+
+mutate gw-prompt-rules "a rule's tool patterns also decide prompts" \
+	internal/gateway/policy/policy.go \
+	'patterns = pol\.rules\[i\]\.prompts' \
+	'patterns = append(pol.rules[i].prompts, pol.rules[i].patterns...)' \
+	-- ./internal/gateway/policy 'TestDecidePrompts'
+
+mutate gw-cursor-list "a tools/list cursor is read as a prompts/list cursor" \
+	internal/gateway/list.go \
+	'm\.Write\(\[\]byte\("mcp-bastion " \+ list \+ " cursor' \
+	'm.Write([]byte("mcp-bastion cursor' \
+	-- "$gwpkg" 'TestListerCursors|TestListerPrompts'
 
 mutate gw-argument-schema "arguments are not checked against the tool's input schema" \
 	internal/gateway/invoke.go \

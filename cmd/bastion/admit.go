@@ -44,10 +44,10 @@ review works on the ledger: through the running gateway's socket
 (<state_dir>/review.sock) when one runs, so that an approval takes effect
 at once; else on the ledger file, and the next start admits what was
 approved.
-  list      every tool the ledger holds: status, reason, name, digest (the
-            one waiting for review, or refused, when there is one) and
-            the number of scanner findings on it
-  show      one tool's record: the descriptor waiting, the scanner's
+  list      every tool and prompt the ledger holds: status, reason, name,
+            digest (the one waiting for review, or refused, when there is
+            one) and the number of scanner findings on it
+  show      one record: the descriptor waiting, the scanner's
             findings with their field paths, and for a changed descriptor
             a field-level diff against the pinned one
   approve   pins DIGEST, which must be the one waiting: what was read is
@@ -55,6 +55,9 @@ approved.
   reject    refuses the digest waiting: it stays refused under the name
             whenever it is served (a reviewer may still approve it);
             another digest is judged afresh
+
+NAME is a tool's qualified name (docs.search), or prompt: and a prompt's
+qualified name (prompt:docs.summarize), as review list shows it.
 
 --by names the reviewer in the ledger and the audit (default $USER).
 
@@ -238,7 +241,7 @@ func admitReview(ctx context.Context, cfg *gwconfig.Config, args []string, diges
 			if reason == "" {
 				reason = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", r.Status, reason, r.Qualified, d, findings)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", r.Status, reason, r.Ref(), d, findings)
 		}
 		_ = tw.Flush()
 		return exitOK

@@ -27,7 +27,7 @@ type gate struct {
 	g *Gateway
 }
 
-func (a gate) Judge(srv catalog.Server, tools []*catalog.Tool) ([]admit.Record, error) {
+func (a gate) Judge(srv catalog.Server, kind admit.Kind, entries []catalog.Entry) ([]admit.Record, error) {
 	g := a.g
 	if g.ledger == nil {
 		return nil, errNoLedger
@@ -38,24 +38,27 @@ func (a gate) Judge(srv catalog.Server, tools []*catalog.Tool) ([]admit.Record, 
 	err := g.ledger.Transact(g.ctx, srv.Name, func(prev map[string]admit.Record) ([]admit.Record, error) {
 		out, events = out[:0], events[:0]
 		now := g.now().UTC()
-		seen := make(map[string]bool, len(tools))
+		seen := make(map[string]bool, len(entries))
 		var changed []admit.Record
-		for _, t := range tools {
-			seen[t.Qualified] = true
+		for _, e := range entries {
+			key := admit.Key(kind, e.Qualified)
+			seen[key] = true
 			var p *admit.Record
-			if r, ok := prev[t.Qualified]; ok {
+			if r, ok := prev[key]; ok {
 				p = &r
 			}
-			c := admit.Candidate{Digest: t.Digest, Descriptor: t.Canonical, Identity: srv.Identity, Findings: t.Findings, Seen: now}
-			r := admit.Observe(p, t.Qualified, srv.Name, t.Name, c, mode, now)
+			c := admit.Candidate{Digest: e.Digest, Descriptor: e.Canonical, Identity: srv.Identity, Findings: e.Findings, Seen: now}
+			r := admit.Observe(p, kind, e.Qualified, srv.Name, e.Name, c, mode, now)
 			out = append(out, r)
 			if p == nil || verdictChanged(*p, r) {
 				changed = append(changed, r)
-				events = append(events, admissionEvent(r, t.Digest, string(mode)))
+				events = append(events, admissionEvent(r, e.Digest, string(mode)))
 			}
 		}
-		for q, r := range prev {
-			if seen[q] || r.Status == admit.Removed {
+		for key, r := range prev {
+			// Only this kind's list was read: another kind's records
+			// are not its to remove.
+			if r.Kind != kind || seen[key] || r.Status == admit.Removed {
 				continue
 			}
 			r = admit.Remove(r, now)
@@ -66,7 +69,7 @@ func (a gate) Judge(srv catalog.Server, tools []*catalog.Tool) ([]admit.Record, 
 		return changed, nil
 	})
 	if err != nil {
-		g.log.Error("the ledger could not be updated; none of the server's tools is offered",
+		g.log.Error("the ledger could not be updated; none of the server's "+kindPlural(kind)+" is offered",
 			slog.String("server", srv.Name), slog.String("error", err.Error()))
 		return nil, err
 	}
@@ -74,6 +77,14 @@ func (a gate) Judge(srv catalog.Server, tools []*catalog.Tool) ([]admit.Record, 
 		g.audit.Record(e)
 	}
 	return out, nil
+}
+
+// kindPlural names a kind's descriptors in log lines.
+func kindPlural(k admit.Kind) string {
+	if k == admit.KindTool {
+		return "tools"
+	}
+	return string(k) + "s"
 }
 
 // verdictChanged reports whether a record changed in what it decides —
@@ -89,8 +100,14 @@ func verdictChanged(a, b admit.Record) bool {
 }
 
 func admissionEvent(r admit.Record, digest, mode string) audit.Event {
-	e := audit.Event{Kind: audit.KindAdmission, Tool: r.Qualified, Server: r.Server, Digest: digest,
+	e := audit.Event{Kind: audit.KindAdmission, Server: r.Server, Digest: digest,
 		Status: string(r.Status), Reason: r.Reason, Mode: mode}
+	switch r.Kind {
+	case admit.KindPrompt:
+		e.Prompt = r.Qualified
+	default:
+		e.Tool = r.Qualified
+	}
 	if r.Status == admit.Admitted && r.Approval != nil {
 		e.Mode = r.Approval.Mode
 	}
@@ -121,7 +138,8 @@ func defaultNow() time.Time { return time.Now() }
 func (g *Gateway) Evidence(ctx context.Context) (evidence.Bundle, error) {
 	b := evidence.Bundle{Snapshot: g.catalog.Snapshot()}
 	for _, st := range g.Status() {
-		s := evidence.Server{Name: st.Name, Outcome: "discovered", Error: st.LastError, Trace: st.Trace}
+		s := evidence.Server{Name: st.Name, Outcome: "discovered", Error: st.LastError, Trace: st.Trace,
+			PromptTrace: st.PromptTrace, PromptError: st.PromptError}
 		if d := g.servers[st.Name]; d != nil {
 			srv := d.catalogServer()
 			d.mu.Lock()

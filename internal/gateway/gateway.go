@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/admit"
@@ -87,11 +88,18 @@ type downstream struct {
 	trace   []discover.Page
 	lastErr string
 	info    upstream.Info // the last handshake's
+	// promptTrace and promptErr are the last prompts/list walk's (none
+	// when the server does not offer prompts).
+	promptTrace []discover.Page
+	promptErr   string
 
 	// judgeMu orders the catalog updates of this server: a walk's, and
 	// a shared ledger's re-read of the descriptors it last found.
 	judgeMu   sync.Mutex
 	lastTools []jsontext.Value // under judgeMu; nil before a complete walk
+	// lastPrompts is the last complete prompts/list, under judgeMu; nil
+	// when there is none to judge again.
+	lastPrompts []jsontext.Value
 
 	// rejectedSeen are the rejections the last walk audited (one walk at
 	// a time reads and writes it).
@@ -193,6 +201,10 @@ func (d *downstream) reread() {
 	if err := d.g.catalog.Update(d.catalogServer(), d.lastTools); err != nil {
 		d.g.log.Warn("the shared ledger could not be read; none of the server's tools is offered",
 			slog.String("server", d.name), slog.String("error", err.Error()))
+	} else if d.lastPrompts != nil {
+		if err := d.g.catalog.UpdatePrompts(d.catalogServer(), d.lastPrompts); err != nil {
+			d.lastPrompts = nil
+		}
 	}
 	// A decision another replica recorded (an approval, a rejection)
 	// changes what this replica offers and holds: its bundle must say
@@ -212,6 +224,11 @@ func admissionState(s *catalog.Snapshot, server string) string {
 			fmt.Fprintf(&b, "t %s %s\n", t.Qualified, t.Digest)
 		}
 	}
+	for _, p := range s.Prompts {
+		if p.Server == server {
+			fmt.Fprintf(&b, "p %s %s\n", p.Qualified, p.Digest)
+		}
+	}
 	for _, r := range s.Held {
 		if r.Server != server {
 			continue
@@ -220,7 +237,7 @@ func admissionState(s *catalog.Snapshot, server string) string {
 		if r.Pending != nil {
 			pending = r.Pending.Digest
 		}
-		fmt.Fprintf(&b, "h %s %s %s %s\n", r.Qualified, r.Status, r.Digest, pending)
+		fmt.Fprintf(&b, "h %s %s %s %s\n", r.Ref(), r.Status, r.Digest, pending)
 	}
 	return b.String()
 }
@@ -294,7 +311,10 @@ type ServerStatus struct {
 	Restarts  int
 	LastError string
 	Trace     []discover.Page
-	Stats     *upstream.Stats
+	// PromptTrace and PromptError are the last prompts/list walk's.
+	PromptTrace []discover.Page
+	PromptError string
+	Stats       *upstream.Stats
 }
 
 // Status reports every server, in configuration order.
@@ -308,7 +328,8 @@ func (g *Gateway) Status() []ServerStatus {
 	for _, name := range g.order {
 		d := g.servers[name]
 		d.mu.Lock()
-		st := ServerStatus{Name: name, Settled: d.settled, Tools: count[name], LastError: d.lastErr, Trace: d.trace}
+		st := ServerStatus{Name: name, Settled: d.settled, Tools: count[name], LastError: d.lastErr, Trace: d.trace,
+			PromptTrace: d.promptTrace, PromptError: d.promptErr}
 		d.mu.Unlock()
 		if d.conn != nil {
 			st.Restarts = d.conn.Restarts()
@@ -344,6 +365,11 @@ func (d *downstream) state(s upstream.State, c *upstream.Client) {
 							d.lastTools = nil
 						}
 					}
+					if d.lastPrompts != nil {
+						if err := d.g.catalog.UpdatePrompts(d.catalogServer(), d.lastPrompts); err != nil {
+							d.lastPrompts = nil
+						}
+					}
 					d.judgeMu.Unlock()
 				}
 			}
@@ -377,7 +403,7 @@ func (d *downstream) markReady() {
 func (d *downstream) offerNothing() {
 	d.judgeMu.Lock()
 	defer d.judgeMu.Unlock()
-	d.lastTools = nil
+	d.lastTools, d.lastPrompts = nil, nil
 	d.g.catalog.Remove(d.name)
 }
 
@@ -385,7 +411,9 @@ func (d *downstream) offerNothing() {
 func (d *downstream) notification(n upstream.Notification) {
 	<-d.started
 	switch n.Method {
-	case "notifications/tools/list_changed":
+	case "notifications/tools/list_changed", "notifications/prompts/list_changed":
+		// One walk reads both lists: a change of either is judged with
+		// the server's identity as it is now.
 		d.discover()
 	case "notifications/message":
 		// A log message of the server: it goes to the gateway's log
@@ -493,29 +521,16 @@ func (d *downstream) walk() {
 			admitted++
 		}
 	}
-	seen := map[string]bool{}
 	for _, r := range d.g.catalog.Snapshot().Rejected {
-		if r.Server != d.name {
-			continue
-		}
-		rejected++
-		d.g.log.Warn("a downstream tool was rejected", slog.String("server", d.name), slog.Int("index", r.Index),
-			slog.String("category", r.Category), slog.String("detail", r.Detail))
-		// Each rejection is audited once, when it first appears, not on
-		// every refresh that finds it again.
-		sum := sha256.Sum256(r.Raw)
-		key := r.Category + "\x00" + hex.EncodeToString(sum[:])
-		seen[key] = true
-		if !d.rejectedSeen[key] {
-			d.g.audit.Record(audit.Event{Kind: audit.KindAdmission, Tool: r.Qualified, Server: d.name,
-				Digest: hex.EncodeToString(sum[:]), Status: "rejected", Category: r.Category,
-				Mode: d.g.cfg.Admission.FirstUse})
+		if r.Server == d.name && r.Kind == admit.KindTool {
+			rejected++
+			d.g.log.Warn("a downstream tool was rejected", slog.String("server", d.name), slog.Int("index", r.Index),
+				slog.String("category", r.Category), slog.String("detail", r.Detail))
 		}
 	}
-	d.rejectedSeen = seen
 	held := 0
 	for _, r := range d.g.catalog.Snapshot().Held {
-		if r.Server == d.name && r.Status != admit.Removed {
+		if r.Server == d.name && r.Kind == admit.KindTool && r.Status != admit.Removed {
 			held++
 		}
 	}
@@ -525,6 +540,120 @@ func (d *downstream) walk() {
 		d.g.log.Warn("downstream tools wait for review and are not offered: see bastion admit review list",
 			slog.String("server", d.name), slog.Int("held", held))
 	}
+	d.walkPrompts(lim)
+	d.auditRejections()
+}
+
+// auditRejections audits each rejected descriptor of the server, tool or
+// prompt, once: when it first appears, not on every refresh that finds
+// it again.
+func (d *downstream) auditRejections() {
+	seen := map[string]bool{}
+	for _, r := range d.g.catalog.Snapshot().Rejected {
+		if r.Server != d.name {
+			continue
+		}
+		sum := sha256.Sum256(r.Raw)
+		key := string(r.Kind) + "\x00" + r.Category + "\x00" + hex.EncodeToString(sum[:])
+		seen[key] = true
+		if d.rejectedSeen[key] {
+			continue
+		}
+		e := audit.Event{Kind: audit.KindAdmission, Server: d.name, Digest: hex.EncodeToString(sum[:]),
+			Status: "rejected", Category: r.Category, Mode: d.g.cfg.Admission.FirstUse}
+		if r.Kind == admit.KindPrompt {
+			e.Prompt = r.Qualified
+		} else {
+			e.Tool = r.Qualified
+		}
+		d.g.audit.Record(e)
+	}
+	d.rejectedSeen = seen
+}
+
+// walkPrompts reads the server's whole prompts/list, when its handshake
+// said it offers prompts, and updates the catalog: all of its prompts,
+// or, when the list cannot be completed or judged, none — its tools are
+// not touched, as a prompt is not one of them.
+func (d *downstream) walkPrompts(lim discover.Limits) {
+	d.mu.Lock()
+	offers := offersCapability(d.info.Capabilities, "prompts")
+	d.mu.Unlock()
+	if !offers {
+		d.judgeMu.Lock()
+		d.lastPrompts = nil
+		d.g.catalog.RemovePrompts(d.name)
+		d.judgeMu.Unlock()
+		d.mu.Lock()
+		d.promptTrace, d.promptErr = nil, ""
+		d.mu.Unlock()
+		return
+	}
+	lister := discover.ListerFunc(func(ctx context.Context, params []byte) (jsontext.Value, error) {
+		return d.conn.Call(ctx, "prompts/list", params, upstream.CallOptions{})
+	})
+	res := discover.WalkList(d.g.ctx, lister, "prompts", lim)
+	if d.g.ctx.Err() != nil {
+		return
+	}
+	d.judgeMu.Lock()
+	var err error
+	if err = res.Err; err == nil {
+		err = d.g.catalog.UpdatePrompts(d.catalogServer(), res.Tools)
+	}
+	d.lastPrompts = res.Tools
+	if err != nil {
+		d.lastPrompts = nil
+		d.g.catalog.RemovePrompts(d.name)
+	}
+	d.judgeMu.Unlock()
+	d.mu.Lock()
+	d.promptTrace, d.promptErr = res.Trace, ""
+	if err != nil {
+		d.promptErr = err.Error()
+	}
+	d.mu.Unlock()
+	if err != nil {
+		d.g.log.Warn("the prompt list of a downstream could not be read whole; none of its prompts is offered",
+			slog.String("server", d.name), slog.Int("pages", len(res.Trace)), slog.String("error", err.Error()))
+		return
+	}
+	admitted, held, rejected := 0, 0, 0
+	snap := d.g.catalog.Snapshot()
+	for _, p := range snap.Prompts {
+		if p.Server == d.name {
+			admitted++
+		}
+	}
+	for _, r := range snap.Held {
+		if r.Server == d.name && r.Kind == admit.KindPrompt && r.Status != admit.Removed {
+			held++
+		}
+	}
+	for _, r := range snap.Rejected {
+		if r.Server == d.name && r.Kind == admit.KindPrompt {
+			rejected++
+			d.g.log.Warn("a downstream prompt was rejected", slog.String("server", d.name), slog.Int("index", r.Index),
+				slog.String("category", r.Category), slog.String("detail", r.Detail))
+		}
+	}
+	d.g.log.Info("downstream prompts discovered", slog.String("server", d.name), slog.Int("pages", len(res.Trace)),
+		slog.Int("admitted", admitted), slog.Int("held", held), slog.Int("rejected", rejected))
+	if held > 0 {
+		d.g.log.Warn("downstream prompts wait for review and are not offered: see bastion admit review list",
+			slog.String("server", d.name), slog.Int("held", held))
+	}
+}
+
+// offersCapability reports whether a handshake's capabilities object
+// holds name as an object (the spec's way of declaring a feature).
+func offersCapability(caps jsontext.Value, name string) bool {
+	var m map[string]jsontext.Value
+	if len(caps) == 0 || json.Unmarshal(caps, &m) != nil {
+		return false
+	}
+	v, ok := m[name]
+	return ok && v.Kind() == '{'
 }
 
 // catalogServer is what the catalog and the ledger know of the server:

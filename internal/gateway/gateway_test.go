@@ -277,11 +277,74 @@ func TestListerCursors(t *testing.T) {
 	}
 }
 
+// TestListerPrompts: prompts are paged like tools, each list with cursors
+// of its own — a tools/list cursor is refused by prompts/list even where
+// the two lists stand at the same revision and position.
+func TestListerPrompts(t *testing.T) {
+	g := pinned(t)
+	var tools, prompts []jsontext.Value
+	for i := range 150 {
+		tools = append(tools, jsontext.Value(fmt.Sprintf(`{"name":"t%03d","inputSchema":{"type":"object"}}`, i)))
+		prompts = append(prompts, jsontext.Value(fmt.Sprintf(`{"name":"p%03d","arguments":[{"name":"topic","required":true}]}`, i)))
+	}
+	srv := catalog.Server{Name: "s"}
+	if err := g.catalog.Update(srv, tools); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.catalog.UpdatePrompts(srv, prompts); err != nil {
+		t.Fatal(err)
+	}
+	snap := g.catalog.Snapshot()
+	if snap.Revision != snap.PromptRevision {
+		t.Fatalf("revisions %d and %d: the test needs them equal", snap.Revision, snap.PromptRevision)
+	}
+	enc, err := mcp.NewEncoder(mcp.Implementation{Name: "g", Version: "1"}, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := g.NewLister(enc, []byte(strings.Repeat("k", 32)))
+	alice := View{Owner: "static\x00alice"}
+	var page struct {
+		Prompts []struct {
+			Name      string
+			Arguments []struct {
+				Name     string
+				Required bool
+			}
+		}
+		NextCursor *string
+	}
+	res, lerr := l.ListPrompts(mcp.LatestLegacy, nil, alice)
+	if lerr != nil || json.Unmarshal(res, &page) != nil || len(page.Prompts) != PageSize || page.NextCursor == nil {
+		t.Fatalf("%v %s", lerr, res)
+	}
+	if p := page.Prompts[0]; p.Name != "s.p000" || len(p.Arguments) != 1 || !p.Arguments[0].Required {
+		t.Fatalf("first prompt %+v", p)
+	}
+	next := *page.NextCursor
+	page.NextCursor = nil
+	if res, lerr = l.ListPrompts(mcp.LatestLegacy, &next, alice); lerr != nil || json.Unmarshal(res, &page) != nil ||
+		len(page.Prompts) != 50 || page.NextCursor != nil || page.Prompts[49].Name != "s.p149" {
+		t.Fatalf("second page: %v %s", lerr, res)
+	}
+	var toolsPage struct{ NextCursor string }
+	res, _ = l.List(mcp.LatestLegacy, nil, alice)
+	if err := json.Unmarshal(res, &toolsPage); err != nil || toolsPage.NextCursor == "" {
+		t.Fatalf("tools: %s", res)
+	}
+	if _, lerr := l.ListPrompts(mcp.LatestLegacy, &toolsPage.NextCursor, alice); lerr == nil {
+		t.Error("a tools/list cursor was accepted by prompts/list")
+	}
+	if _, lerr := l.List(mcp.LatestLegacy, &next, alice); lerr == nil {
+		t.Error("a prompts/list cursor was accepted by tools/list")
+	}
+}
+
 // TestListChangedRediscovers: a downstream's list_changed is followed by a
 // walk, and the new tool is offered; a flood costs few walks.
 func TestListChangedRediscovers(t *testing.T) {
 	g := start(t, map[string]map[string]string{"fx": {"FIXTURE_TOOLS": "listchanged,echo"}}, "")
-	changed := g.catalog.Changed()
+	changed := g.catalog.Changed(admit.KindTool)
 	defer g.catalog.Unsubscribe(changed)
 	if _, err := invoke(t, g, "fx.listchanged", `{}`); err != nil {
 		t.Fatal(err)
@@ -473,6 +536,56 @@ func TestParamHeaders(t *testing.T) {
 			if strings.Contains(string(b), p.Value) && p.Value != "true" && p.Value != "false" {
 				t.Errorf("%s: the audit event holds the value %q: %s", tc.args, p.Value, b)
 			}
+		}
+	}
+}
+
+// TestLedgerKinds: a tool and a prompt of one name are two ledger records,
+// and judging one kind's list never touches the other's records: a tool
+// list that does not hold the prompt's name does not mark the prompt
+// removed, nor the reverse.
+func TestLedgerKinds(t *testing.T) {
+	g := pinned(t)
+	srv := catalog.Server{Name: "s"}
+	tools := []jsontext.Value{jsontext.Value(`{"name":"same","inputSchema":{"type":"object"}}`)}
+	prompts := []jsontext.Value{jsontext.Value(`{"name":"same"}`), jsontext.Value(`{"name":"only-prompt"}`)}
+	for range 2 {
+		if err := g.catalog.Update(srv, tools); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.catalog.UpdatePrompts(srv, prompts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := g.ledger.All(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]admit.Status{}
+	for _, r := range recs {
+		got[r.Ref()] = r.Status
+	}
+	want := map[string]admit.Status{"s.same": admit.Admitted, "prompt:s.same": admit.Admitted, "prompt:s.only-prompt": admit.Admitted}
+	if len(got) != len(want) {
+		t.Fatalf("records %v", got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %s, want %s", k, got[k], v)
+		}
+	}
+	snap := g.catalog.Snapshot()
+	if len(snap.Tools) != 1 || len(snap.Prompts) != 2 || len(snap.Held) != 0 {
+		t.Errorf("offered %d tools, %d prompts; held %+v", len(snap.Tools), len(snap.Prompts), snap.Held)
+	}
+	// A prompt that goes is removed; the tool of its name stays.
+	if err := g.catalog.UpdatePrompts(srv, prompts[1:]); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ = g.ledger.All(t.Context())
+	for _, r := range recs {
+		if (r.Ref() == "prompt:s.same") != (r.Status == admit.Removed) {
+			t.Errorf("%s: %s", r.Ref(), r.Status)
 		}
 	}
 }

@@ -257,7 +257,7 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *tim
 	case d.inflight <- struct{}{}:
 		defer func() { <-d.inflight }()
 	case <-dctx.Done():
-		return nil, g.callError(ctx, dctx, log, t, context.Cause(dctx))
+		return nil, g.callError(ctx, dctx, log, t.Server, t.Qualified, context.Cause(dctx))
 	}
 	start := time.Now()
 	res, err := d.conn.Call(dctx, "tools/call", params, upstream.CallOptions{
@@ -267,7 +267,7 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *tim
 	})
 	*took = time.Since(start)
 	if err != nil {
-		return nil, g.callError(ctx, dctx, log, t, err)
+		return nil, g.callError(ctx, dctx, log, t.Server, t.Qualified, err)
 	}
 	out, perr := parseResult(res)
 	if perr != nil {
@@ -492,25 +492,26 @@ func callParams(t *catalog.Tool, args jsontext.Value) ([]byte, error) {
 }
 
 // callError maps what became of a downstream call to the caller's answer.
-func (g *Gateway) callError(ctx, dctx context.Context, log callLog, t *catalog.Tool, err error) error {
+// server is the downstream, name the qualified name of what was called.
+func (g *Gateway) callError(ctx, dctx context.Context, log callLog, server, name string, err error) error {
 	var rpcErr *upstream.RPCError
 	switch {
 	case ctx.Err() != nil:
 		return context.Cause(ctx) // the caller went away: no answer
 	case context.Cause(dctx) == errCallTimeout:
-		log.Warn("downstream call timed out", slog.String("server", t.Server), slog.String("tool", t.Qualified))
-		return badGateway(t.Server, "the server did not answer in time", true)
+		log.Warn("downstream call timed out", slog.String("server", server), slog.String("name", name))
+		return badGateway(server, "the server did not answer in time", true)
 	case errors.As(err, &rpcErr):
-		return relayError(t.Server, rpcErr)
+		return relayError(server, rpcErr)
 	case errors.Is(err, upstream.ErrUnavailable):
-		return badGateway(t.Server, "the server is not available", false)
+		return badGateway(server, "the server is not available", false)
 	case errors.Is(err, upstream.ErrConnectionLost):
-		return badGateway(t.Server, "the connection to the server was lost", false)
+		return badGateway(server, "the connection to the server was lost", false)
 	case errors.Is(err, upstream.ErrRefused):
-		return badGateway(t.Server, "the server refused the request", false)
+		return badGateway(server, "the server refused the request", false)
 	}
-	log.Warn("downstream call failed", slog.String("server", t.Server), slog.String("tool", t.Qualified), slog.String("error", err.Error()))
-	return badGateway(t.Server, "the server could not be reached", false)
+	log.Warn("downstream call failed", slog.String("server", server), slog.String("name", name), slog.String("error", err.Error()))
+	return badGateway(server, "the server could not be reached", false)
 }
 
 // relayError passes on a downstream's JSON-RPC error. A standard code

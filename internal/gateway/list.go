@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
+	"github.com/mcp-bastion/bastion/internal/gateway/policy"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 )
@@ -38,6 +39,8 @@ func (g *Gateway) NewLister(enc *mcp.Encoder, key []byte) *Lister {
 type View struct {
 	Owner string
 	Allow func(qualified string) bool
+	// AllowPrompt says which prompts it sees (nil: every prompt).
+	AllowPrompt func(qualified string) bool
 }
 
 // ViewOf returns p's view: under filter_tools_list, the tools some rule
@@ -47,6 +50,7 @@ func (g *Gateway) ViewOf(p auth.Principal) View {
 	if g.filter {
 		pp := p.Policy()
 		v.Allow = func(q string) bool { return g.policy.Listable(pp, q) }
+		v.AllowPrompt = func(q string) bool { return g.policy.ListableKind(pp, policy.KindPrompt, q) }
 	}
 	return v
 }
@@ -65,55 +69,71 @@ func (l *Lister) List(version string, cursor *string, view View) ([]byte, *Error
 			}
 		}
 	}
-	start := 0
-	if cursor != nil {
-		rev, pos, ok := l.open(*cursor, view.Owner)
-		switch {
-		case !ok:
-			return nil, &Error{Code: jsonrpc.CodeInvalidParams, Status: http.StatusOK, Message: "Invalid params: unknown cursor"}
-		case rev != snap.Revision || pos > uint64(len(visible)):
-			return nil, &Error{Code: jsonrpc.CodeInvalidParams, Status: http.StatusOK,
-				Message: "Invalid params: the list changed since this cursor was issued; list again from the start"}
-		}
-		start = int(pos)
+	start, end, next, err := l.page(listTools, snap.Revision, cursor, view.Owner, len(visible))
+	if err != nil {
+		return nil, err
 	}
-	end := min(start+PageSize, len(visible))
 	tools := make([]mcp.RawTool, 0, end-start)
 	for _, t := range visible[start:end] {
 		tools = append(tools, mcp.RawTool{Name: t.Qualified, Title: t.Title, Description: t.Description,
 			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Icons: t.Icons})
 	}
-	page := mcp.ListPage{CacheScope: "private", TTLMillis: 0}
-	if end < len(visible) {
-		page.NextCursor = l.seal(snap.Revision, uint64(end), view.Owner)
-	}
-	return l.enc.RelayedToolsList(version, tools, page), nil
+	return l.enc.RelayedToolsList(version, tools, mcp.ListPage{NextCursor: next, CacheScope: "private"}), nil
 }
 
-// seal makes a cursor of a revision and a position in owner's view.
-func (l *Lister) seal(rev, pos uint64, owner string) string {
+// Lists a cursor can belong to: the name is sealed into it.
+const (
+	listTools   = "tools/list"
+	listPrompts = "prompts/list"
+)
+
+// page reads cursor (nil for the first page) of list at revision rev in
+// owner's view of n items: the page is [start, end), next the cursor of
+// the one after it ("" on the last).
+func (l *Lister) page(list string, rev uint64, cursor *string, owner string, n int) (start, end int, next string, _ *Error) {
+	if cursor != nil {
+		crev, pos, ok := l.open(list, *cursor, owner)
+		switch {
+		case !ok:
+			return 0, 0, "", &Error{Code: jsonrpc.CodeInvalidParams, Status: http.StatusOK, Message: "Invalid params: unknown cursor"}
+		case crev != rev || pos > uint64(n):
+			return 0, 0, "", &Error{Code: jsonrpc.CodeInvalidParams, Status: http.StatusOK,
+				Message: "Invalid params: the list changed since this cursor was issued; list again from the start"}
+		}
+		start = int(pos)
+	}
+	end = min(start+PageSize, n)
+	if end < n {
+		next = l.seal(list, rev, uint64(end), owner)
+	}
+	return start, end, next, nil
+}
+
+// seal makes a cursor of list at a revision and a position in owner's
+// view.
+func (l *Lister) seal(list string, rev, pos uint64, owner string) string {
 	var b [16 + 16]byte
 	binary.BigEndian.PutUint64(b[0:], rev)
 	binary.BigEndian.PutUint64(b[8:], pos)
-	copy(b[16:], l.mac(b[:16], owner))
+	copy(b[16:], l.mac(list, b[:16], owner))
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-func (l *Lister) mac(body []byte, owner string) []byte {
+func (l *Lister) mac(list string, body []byte, owner string) []byte {
 	m := hmac.New(sha256.New, l.key)
-	m.Write([]byte("mcp-bastion tools/list cursor\x00"))
+	m.Write([]byte("mcp-bastion " + list + " cursor\x00"))
 	m.Write(body)
 	m.Write([]byte(owner))
 	return m.Sum(nil)[:16]
 }
 
-// open reads a cursor seal made for owner.
-func (l *Lister) open(c, owner string) (rev, pos uint64, ok bool) {
+// open reads a cursor of list sealed for owner.
+func (l *Lister) open(list, c, owner string) (rev, pos uint64, ok bool) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil || len(b) != 32 {
 		return 0, 0, false
 	}
-	if !hmac.Equal(l.mac(b[:16], owner), b[16:]) {
+	if !hmac.Equal(l.mac(list, b[:16], owner), b[16:]) {
 		return 0, 0, false
 	}
 	return binary.BigEndian.Uint64(b[0:]), binary.BigEndian.Uint64(b[8:]), true

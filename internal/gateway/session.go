@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/mcp-bastion/bastion/internal/gateway/admit"
 	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/mcp"
@@ -48,7 +49,7 @@ func (c *sessionCatalog) Lookup(name string) (tool.Tool, bool) {
 }
 
 func (c *sessionCatalog) Watch() (<-chan struct{}, func()) {
-	ch := c.g.catalog.Changed()
+	ch := c.g.catalog.Changed(admit.KindTool)
 	return ch, func() { c.g.catalog.Unsubscribe(ch) }
 }
 

@@ -39,7 +39,12 @@ type Encoder struct {
 // EncoderOption configures an Encoder.
 type EncoderOption func(*encoderOptions)
 
-type encoderOptions struct{ listChanged bool }
+type encoderOptions struct{ listChanged, prompts bool }
+
+// PromptsListChanged advertises prompts with listChanged: the server
+// relays prompts/list and prompts/get, and its prompt list can change
+// while it runs.
+func PromptsListChanged() EncoderOption { return func(o *encoderOptions) { o.prompts = true } }
 
 // ToolsListChanged advertises tools.listChanged: the server's tools can
 // change while it runs, and it says so with notifications/tools/list_changed.
@@ -65,6 +70,9 @@ func NewEncoder(info Implementation, instructions string, tools []tool.Descripto
 	e.modernMeta = fmt.Appendf(nil, `,"_meta":{%q:%s},"resultType":"complete"`, MetaServerInfo, infoJSON)
 
 	caps := map[string]any{"tools": map[string]any{"listChanged": o.listChanged}}
+	if o.prompts {
+		caps["prompts"] = map[string]any{"listChanged": true}
+	}
 	for _, v := range AllVersions() {
 		f := FeaturesOf(v)
 		list, err := renderTools(f, tools)

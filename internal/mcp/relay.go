@@ -48,14 +48,7 @@ func (e *Encoder) RelayedToolsList(version string, tools []RawTool, page ListPag
 		}
 		b = append(b, `{"name":`...)
 		b, _ = jsontext.AppendQuote(b, t.Name)
-		if f.Structured && t.Title != "" {
-			b = append(b, `,"title":`...)
-			b, _ = jsontext.AppendQuote(b, t.Title)
-		}
-		if t.Description != "" {
-			b = append(b, `,"description":`...)
-			b, _ = jsontext.AppendQuote(b, t.Description)
-		}
+		b = appendTitleDescription(b, f, t.Title, t.Description)
 		b = append(b, `,"inputSchema":`...)
 		b = appendCompact(b, t.InputSchema)
 		if f.Structured && len(t.OutputSchema) > 0 && (f.Modern || objectRoot(t.OutputSchema)) {
@@ -73,21 +66,7 @@ func (e *Encoder) RelayedToolsList(version string, tools []RawTool, page ListPag
 		b = append(b, '}')
 	}
 	b = append(b, ']')
-	if page.NextCursor != "" {
-		b = append(b, `,"nextCursor":`...)
-		b, _ = jsontext.AppendQuote(b, page.NextCursor)
-	}
-	if f.Modern {
-		scope := page.CacheScope
-		if scope == "" {
-			scope = "private"
-		}
-		b = append(b, `,"ttlMs":`...)
-		b = strconv.AppendInt(b, int64(page.TTLMillis), 10)
-		b = append(b, `,"cacheScope":`...)
-		b, _ = jsontext.AppendQuote(b, scope)
-	}
-	return e.decorate(append(b, '}'), version)
+	return e.finishPage(b, f, version, page)
 }
 
 // AppendRelayedResult appends a relayed tools/call result for version:
@@ -202,4 +181,137 @@ func ProgressToken(meta jsontext.Value) jsontext.Value {
 		}
 	}
 	return nil
+}
+
+// RawPrompt is a relayed prompt descriptor, its members as the other
+// server sent them (arguments already read, so that what is listed is
+// what calls are checked against).
+type RawPrompt struct {
+	// Name is the name the gateway lists it under.
+	Name               string
+	Title, Description string
+	Arguments          []RawPromptArgument
+	// Icons is raw JSON, nil when absent.
+	Icons jsontext.Value
+}
+
+// RawPromptArgument is one declared argument of a relayed prompt.
+type RawPromptArgument struct {
+	Name, Title, Description string
+	Required                 bool
+}
+
+// RelayedPromptsList renders a prompts/list result of relayed prompts
+// for version.
+func (e *Encoder) RelayedPromptsList(version string, prompts []RawPrompt, page ListPage) []byte {
+	f := FeaturesOf(version)
+	b := []byte(`{"prompts":[`)
+	for i, p := range prompts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b, _ = jsontext.AppendQuote(b, p.Name)
+		b = appendTitleDescription(b, f, p.Title, p.Description)
+		if len(p.Arguments) > 0 {
+			b = append(b, `,"arguments":[`...)
+			for j, a := range p.Arguments {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, `{"name":`...)
+				b, _ = jsontext.AppendQuote(b, a.Name)
+				b = appendTitleDescription(b, f, a.Title, a.Description)
+				if a.Required {
+					b = append(b, `,"required":true`...)
+				}
+				b = append(b, '}')
+			}
+			b = append(b, ']')
+		}
+		if f.Icons && len(p.Icons) > 0 && p.Icons.Kind() == '[' {
+			b = append(b, `,"icons":`...)
+			b = appendCompact(b, p.Icons)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	return e.finishPage(b, f, version, page)
+}
+
+// appendTitleDescription appends the title (when version f has titles)
+// and the description, each only when set.
+func appendTitleDescription(b []byte, f Features, title, description string) []byte {
+	if f.Structured && title != "" {
+		b = append(b, `,"title":`...)
+		b, _ = jsontext.AppendQuote(b, title)
+	}
+	if description != "" {
+		b = append(b, `,"description":`...)
+		b, _ = jsontext.AppendQuote(b, description)
+	}
+	return b
+}
+
+// finishPage closes a list result: its cursor, the modern caching
+// members and result members.
+func (e *Encoder) finishPage(b []byte, f Features, version string, page ListPage) []byte {
+	if page.NextCursor != "" {
+		b = append(b, `,"nextCursor":`...)
+		b, _ = jsontext.AppendQuote(b, page.NextCursor)
+	}
+	if f.Modern {
+		scope := page.CacheScope
+		if scope == "" {
+			scope = "private"
+		}
+		b = append(b, `,"ttlMs":`...)
+		b = strconv.AppendInt(b, int64(page.TTLMillis), 10)
+		b = append(b, `,"cacheScope":`...)
+		b, _ = jsontext.AppendQuote(b, scope)
+	}
+	return e.decorate(append(b, '}'), version)
+}
+
+// PromptMessage is one message of a relayed prompts/get result.
+type PromptMessage struct {
+	// Role is "user" or "assistant".
+	Role string
+	// Content is one content block, raw.
+	Content jsontext.Value
+}
+
+// AppendRelayedPrompt appends a relayed prompts/get result for version:
+// the description, and each message whose content block the version
+// knows (a message the version could not read is left out, as a content
+// block is from a tool's result).
+func (e *Encoder) AppendRelayedPrompt(dst []byte, version, description string, messages []PromptMessage) []byte {
+	f := FeaturesOf(version)
+	dst = append(dst, '{')
+	if description != "" {
+		dst = append(dst, `"description":`...)
+		dst, _ = jsontext.AppendQuote(dst, description)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"messages":[`...)
+	n := 0
+	for _, m := range messages {
+		if !blockKnown(f, m.Content) {
+			continue
+		}
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"role":`...)
+		dst, _ = jsontext.AppendQuote(dst, m.Role)
+		dst = append(dst, `,"content":`...)
+		dst = appendCompact(dst, m.Content)
+		dst = append(dst, '}')
+		n++
+	}
+	dst = append(dst, ']')
+	if f.Modern {
+		dst = append(dst, e.modernMeta...)
+	}
+	return append(dst, '}')
 }

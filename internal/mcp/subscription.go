@@ -22,10 +22,16 @@ const MetaSubscriptionID = "io.modelcontextprotocol/subscriptionId"
 // method's schema.
 var ErrListenParams = errors.New("params do not match subscriptions/listen")
 
-// ListenParams reads the params of a subscriptions/listen and reports
-// whether the client asked to hear that the tool list changed, the only
-// change this project's servers announce. Unknown members are refused.
-func ListenParams(params []byte) (tools bool, err error) {
+// Listen is what a subscriptions/listen asks to hear.
+type Listen struct {
+	Tools, Prompts, Resources bool
+	// ResourceSubscriptions: the request names resources to follow.
+	ResourceSubscriptions bool
+}
+
+// ListenParams reads the params of a subscriptions/listen: which
+// notifications the client asked for. Unknown members are refused.
+func ListenParams(params []byte) (Listen, error) {
 	var p struct {
 		Notifications *struct {
 			Tools     *bool          `json:"toolsListChanged"`
@@ -36,9 +42,12 @@ func ListenParams(params []byte) (tools bool, err error) {
 		Meta jsontext.Value `json:"_meta"`
 	}
 	if params == nil || json.Unmarshal(params, &p, json.RejectUnknownMembers(true)) != nil || p.Notifications == nil {
-		return false, ErrListenParams
+		return Listen{}, ErrListenParams
 	}
-	return p.Notifications.Tools != nil && *p.Notifications.Tools, nil
+	n := p.Notifications
+	isTrue := func(b *bool) bool { return b != nil && *b }
+	return Listen{Tools: isTrue(n.Tools), Prompts: isTrue(n.Prompts), Resources: isTrue(n.Resources),
+		ResourceSubscriptions: len(n.Subs) > 0 && n.Subs.Kind() == '[' && string(n.Subs) != "[]"}, nil
 }
 
 // subscriptionMeta is the _meta member that ties a message to subscription id.
@@ -49,19 +58,40 @@ func subscriptionMeta(id jsonrpc.ID) []byte {
 }
 
 // SubscriptionAcknowledged is the first message of the stream of
-// subscription id: what it will carry.
-func SubscriptionAcknowledged(id jsonrpc.ID, tools bool) []byte {
+// subscription id: what it will carry, of the list notifications in l
+// (a server acknowledges only what it will send).
+func SubscriptionAcknowledged(id jsonrpc.ID, l Listen) []byte {
 	b := []byte(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":`)
 	b = append(b, subscriptionMeta(id)...)
-	if tools {
-		return append(b, `,"notifications":{"toolsListChanged":true}}}`...)
+	b = append(b, `,"notifications":{`...)
+	n := 0
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{l.Tools, "toolsListChanged"}, {l.Prompts, "promptsListChanged"}, {l.Resources, "resourcesListChanged"}} {
+		if !f.on {
+			continue
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `"`+f.name+`":true`...)
+		n++
 	}
-	return append(b, `,"notifications":{}}}`...)
+	return append(b, `}}}`...)
 }
 
 // SubscriptionToolsChanged says on subscription id that the tool list changed.
 func SubscriptionToolsChanged(id jsonrpc.ID) []byte {
-	b := []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":`)
+	return SubscriptionListChanged(id, "notifications/tools/list_changed")
+}
+
+// SubscriptionListChanged sends the list_changed notification method on
+// subscription id.
+func SubscriptionListChanged(id jsonrpc.ID, method string) []byte {
+	b := []byte(`{"jsonrpc":"2.0","method":`)
+	b, _ = jsontext.AppendQuote(b, method)
+	b = append(b, `,"params":{"_meta":`...)
 	b = append(b, subscriptionMeta(id)...)
 	return append(b, `}}`...)
 }

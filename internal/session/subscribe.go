@@ -22,7 +22,7 @@ func (ss *Session) listen(r replier, m *jsonrpc.Message) {
 		ss.methodNotFound(r, m)
 		return
 	}
-	tools, err := mcp.ListenParams(m.Params)
+	want, err := mcp.ListenParams(m.Params)
 	if err != nil {
 		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
 		return
@@ -40,7 +40,9 @@ func (ss *Session) listen(r replier, m *jsonrpc.Message) {
 		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest, "Invalid request: too many open subscriptions"))
 		return
 	}
-	ss.send(mcp.SubscriptionAcknowledged(m.ID, tools))
+	// Only the tool list is announced by this server.
+	tools := want.Tools
+	ss.send(mcp.SubscriptionAcknowledged(m.ID, mcp.Listen{Tools: tools}))
 	if !tools {
 		// Nothing will ever be sent on it: it stays pending, and is
 		// answered when the session ends.

@@ -27,6 +27,13 @@
 //	FIXTURE_PIDFILE    a file the process writes its pid to at start (for
 //	                   the test's SIGHUP)
 //	FIXTURE_INSTRUCTIONS  the server's instructions (default none)
+//	FIXTURE_PROMPTS    a file holding a JSON array of raw prompt
+//	                   descriptors: the server then declares prompts, lists
+//	                   them (read again on every prompts/list; SIGHUP
+//	                   announces it too) and answers prompts/get of any
+//	                   listed name with one user message naming the prompt
+//	                   and its arguments (a prompt named bad-result answers
+//	                   with a message of role "system")
 //
 // Tools, whatever they are named in FIXTURE_TOOLS, behave by name:
 // echo (returns its arguments), slow (sleeps arguments.ms), hang (until
@@ -72,6 +79,7 @@ type server struct {
 	name    string
 	descs   string   // FIXTURE_DESCRIPTORS
 	listed  []string // what the current listing read of it, under mu
+	prompts string   // FIXTURE_PROMPTS
 
 	cancelled sync.Map // id (raw) → chan struct{}
 	subs      []string // the raw ids of open subscriptions/listen requests, under mu
@@ -87,6 +95,7 @@ func main() {
 		version: os.Getenv("FIXTURE_VERSION"),
 		name:    envOr("FIXTURE_NAME", "mcpfixture"),
 		descs:   os.Getenv("FIXTURE_DESCRIPTORS"),
+		prompts: os.Getenv("FIXTURE_PROMPTS"),
 	}
 	if p := os.Getenv("FIXTURE_PIDFILE"); p != "" {
 		if err := os.WriteFile(p, []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
@@ -195,7 +204,7 @@ func (s *server) handle(m msg) {
 			s.fail(m.ID, -32601, "Method not found")
 			return
 		}
-		s.result(m.ID, fmt.Sprintf(`{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}}%s,"_meta":{"io.modelcontextprotocol/serverInfo":%s},"resultType":"complete"}`, s.instructions(), s.serverInfo()))
+		s.result(m.ID, fmt.Sprintf(`{"supportedVersions":["2026-07-28"],"capabilities":%s%s,"_meta":{"io.modelcontextprotocol/serverInfo":%s},"resultType":"complete"}`, s.capabilities(), s.instructions(), s.serverInfo()))
 	case "initialize":
 		var p struct {
 			ProtocolVersion string `json:"protocolVersion"`
@@ -205,7 +214,7 @@ func (s *server) handle(m msg) {
 		if v == "" {
 			v = p.ProtocolVersion
 		}
-		s.result(m.ID, fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{"listChanged":true}}%s,"serverInfo":%s}`, v, s.instructions(), s.serverInfo()))
+		s.result(m.ID, fmt.Sprintf(`{"protocolVersion":%q,"capabilities":%s%s,"serverInfo":%s}`, v, s.capabilities(), s.instructions(), s.serverInfo()))
 	case "ping":
 		s.result(m.ID, `{}`)
 	case "subscriptions/listen":
@@ -223,9 +232,78 @@ func (s *server) handle(m msg) {
 		s.list(m)
 	case "tools/call":
 		go s.call(m)
+	case "prompts/list":
+		if s.prompts == "" {
+			s.fail(m.ID, -32601, "Method not found")
+			return
+		}
+		raw, err := s.readPrompts()
+		if err != nil {
+			s.fail(m.ID, -32603, "FIXTURE_PROMPTS: "+err.Error())
+			return
+		}
+		b, _ := json.Marshal(raw)
+		s.result(m.ID, `{"prompts":`+string(b)+`}`)
+	case "prompts/get":
+		s.getPrompt(m)
 	default:
 		s.fail(m.ID, -32601, "Method not found")
 	}
+}
+
+// capabilities is the handshake's capabilities object.
+func (s *server) capabilities() string {
+	if s.prompts != "" {
+		return `{"tools":{"listChanged":true},"prompts":{"listChanged":true}}`
+	}
+	return `{"tools":{"listChanged":true}}`
+}
+
+func (s *server) readPrompts() ([]json.RawMessage, error) {
+	b, err := os.ReadFile(s.prompts)
+	if err != nil {
+		return nil, err
+	}
+	var raw []json.RawMessage
+	return raw, json.Unmarshal(b, &raw)
+}
+
+// getPrompt answers a prompts/get of a listed prompt with one message
+// that names it and its arguments, so that a test reads what arrived.
+func (s *server) getPrompt(m msg) {
+	var p struct {
+		Name      string            `json:"name"`
+		Arguments map[string]string `json:"arguments"`
+	}
+	if s.prompts == "" || json.Unmarshal(m.Params, &p) != nil {
+		s.fail(m.ID, -32602, "Invalid params")
+		return
+	}
+	raw, err := s.readPrompts()
+	if err != nil {
+		s.fail(m.ID, -32603, "FIXTURE_PROMPTS: "+err.Error())
+		return
+	}
+	found := false
+	for _, r := range raw {
+		var d struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(r, &d) == nil && d.Name == p.Name {
+			found = true
+		}
+	}
+	if !found {
+		s.fail(m.ID, -32602, "Unknown prompt")
+		return
+	}
+	role := "user"
+	if p.Name == "bad-result" {
+		role = "system"
+	}
+	args, _ := json.Marshal(p.Arguments)
+	text, _ := json.Marshal(fmt.Sprintf("prompt %s of %s with %s", p.Name, s.name, args))
+	s.result(m.ID, fmt.Sprintf(`{"description":"fixture prompt","messages":[{"role":%q,"content":{"type":"text","text":%s}}]}`, role, text))
 }
 
 func (s *server) descriptor(name string) string {
@@ -425,7 +503,9 @@ func (s *server) listChanged() {
 	s.mu.Lock()
 	subs := append([]string(nil), s.subs...)
 	s.mu.Unlock()
-	if !s.modern {
+	if !s.modern && s.prompts != "" {
+		s.write(`{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}`)
+	} else if !s.modern {
 		s.write(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
 	}
 	for _, id := range subs {

@@ -24,6 +24,7 @@ const (
 	RejectHeaderMirroring = "header_mirroring"  // an x-mcp-header out of place, not a token, repeated or on a bad type
 	RejectSensitiveHeader = "sensitive_header"  // a mirror of a sensitive name
 	RejectDigest          = "no_canonical_form" // the descriptor has no RFC 8785 form (a number out of range)
+	RejectArguments       = "invalid_arguments" // a prompt's arguments are not an array of objects with unique string names
 )
 
 // Options are the operator's admission settings.

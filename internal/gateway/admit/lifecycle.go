@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -115,8 +116,53 @@ type Candidate struct {
 	Seen       time.Time      `json:"seen"`
 }
 
+// Kind is what a ledger record pins: a tool (the zero value, which is
+// what every record written before prompts were admitted is) or a
+// prompt (docs/gateway-surface.md decision 17).
+type Kind string
+
+// Kinds.
+const (
+	KindTool   Kind = ""
+	KindPrompt Kind = "prompt"
+)
+
+// Key is the ledger key of the kind's record named qualified
+// (<server>.<name>). A tool's key is its qualified name, as it always
+// was, so that ledgers written before kinds existed need no migration;
+// another kind's is <server>.<kind>:<name>. No tool name holds a colon,
+// so a prompt never shares a record with a tool of the same name, and
+// every key still begins with "<server>.", which keeps a server's
+// records one prefix in both stores.
+func Key(kind Kind, qualified string) string {
+	if kind == KindTool {
+		return qualified
+	}
+	server, name, _ := strings.Cut(qualified, ".")
+	return server + "." + string(kind) + ":" + name
+}
+
+// Ref is how people name a record (in review, evidence and the audit):
+// the qualified name of a tool, <kind>:<qualified> for another kind.
+func Ref(kind Kind, qualified string) string {
+	if kind == KindTool {
+		return qualified
+	}
+	return string(kind) + ":" + qualified
+}
+
+// KeyOfRef is the ledger key of the record a reviewer named by ref.
+func KeyOfRef(ref string) string {
+	if k, q, ok := strings.Cut(ref, ":"); ok && Kind(k) == KindPrompt {
+		return Key(KindPrompt, q)
+	}
+	return ref
+}
+
 // Record is one qualified name's entry in the ledger.
 type Record struct {
+	// Kind is what the record pins; "" is a tool.
+	Kind      Kind   `json:"kind,omitempty"`
 	Qualified string `json:"qualified"`
 	Server    string `json:"server"`
 	Name      string `json:"name"`
@@ -137,6 +183,12 @@ type Record struct {
 	Updated         time.Time `json:"updated"`
 }
 
+// Key is the record's ledger key.
+func (r Record) Key() string { return Key(r.Kind, r.Qualified) }
+
+// Ref is how people name the record.
+func (r Record) Ref() string { return Ref(r.Kind, r.Qualified) }
+
 // maxRejected bounds a record's memory of refused digests.
 const maxRejected = 32
 
@@ -152,8 +204,8 @@ const maxRejected = 32
 //     quarantined until a reviewer approves what is served now.
 //   - Rejected: the rejected digest stays rejected; another waits for
 //     review.
-func Observe(prev *Record, qualified, server, name string, c Candidate, mode FirstUse, now time.Time) Record {
-	r := Record{Qualified: qualified, Server: server, Name: name, Updated: now}
+func Observe(prev *Record, kind Kind, qualified, server, name string, c Candidate, mode FirstUse, now time.Time) Record {
+	r := Record{Kind: kind, Qualified: qualified, Server: server, Name: name, Updated: now}
 	if prev != nil {
 		r = *prev
 		r.Updated = now

@@ -2,6 +2,7 @@ package admit
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,7 +54,7 @@ func TestObserve(t *testing.T) {
 		{"a new digest after a rejection is judged anew", &rejected, cand("d10", v1), FirstUsePin, Admitted, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Observe(tc.prev, "s.t", "s", "t", tc.c, tc.mode, t0)
+			r := Observe(tc.prev, KindTool, "s.t", "s", "t", tc.c, tc.mode, t0)
 			if r.Status != tc.status || r.Reason != tc.reason {
 				t.Fatalf("%s (%s), want %s (%s)", r.Status, r.Reason, tc.status, tc.reason)
 			}
@@ -70,7 +71,7 @@ func TestObserve(t *testing.T) {
 // TestReview: approval names the digest that was read; rejection holds.
 func TestReview(t *testing.T) {
 	id := Identity{Name: "x", Version: "1"}
-	r := Observe(nil, "s.t", "s", "t", cand("d1", id), FirstUseReview, t0)
+	r := Observe(nil, KindTool, "s.t", "s", "t", cand("d1", id), FirstUseReview, t0)
 	if _, err := Approve(r, "d0", "alice", t0); !errors.Is(err, ErrDigestMismatch) {
 		t.Fatalf("approve of another digest: %v", err)
 	}
@@ -81,21 +82,21 @@ func TestReview(t *testing.T) {
 	if _, err := Approve(a, "d1", "alice", t0); !errors.Is(err, ErrNothingPending) {
 		t.Errorf("approving an admitted tool: %v", err)
 	}
-	q := Observe(&a, "s.t", "s", "t", cand("d2", id), FirstUseReview, t0)
+	q := Observe(&a, KindTool, "s.t", "s", "t", cand("d2", id), FirstUseReview, t0)
 	rj, err := Reject(q, t0)
 	if err != nil || rj.Status != Rejected {
 		t.Fatalf("reject: %v %+v", err, rj)
 	}
 	// What was approved stays pinned under a rejection: the server
 	// going back to it is admitted again.
-	if back := Observe(&rj, "s.t", "s", "t", cand("d1", id), FirstUseReview, t0); back.Status != Admitted {
+	if back := Observe(&rj, KindTool, "s.t", "s", "t", cand("d1", id), FirstUseReview, t0); back.Status != Admitted {
 		t.Errorf("back to the approved digest: %s", back.Status)
 	}
 	gone := Remove(a, t0)
 	if gone.Status != Removed {
 		t.Fatal(gone.Status)
 	}
-	if again := Observe(&gone, "s.t", "s", "t", cand("d1", id), FirstUseReview, t0); again.Status != Admitted {
+	if again := Observe(&gone, KindTool, "s.t", "s", "t", cand("d1", id), FirstUseReview, t0); again.Status != Admitted {
 		t.Errorf("a removed tool back unchanged: %s", again.Status)
 	}
 }
@@ -151,5 +152,40 @@ func TestDigestMatchesReferenceJCS(t *testing.T) {
 		if _, _, err := Digest(jsontext.Value(in)); err == nil {
 			t.Errorf("%s: a number beyond float64 was given a digest", in)
 		}
+	}
+}
+
+// TestKeys pins the ledger keys of decision 17: a tool's is its qualified
+// name (the keys ledgers already hold), a prompt's another that no tool
+// name can take, both under the server's prefix; and the reviewer's
+// reference of each leads back to its key.
+func TestKeys(t *testing.T) {
+	cases := []struct {
+		kind      Kind
+		qualified string
+		key, ref  string
+	}{
+		{KindTool, "docs.search", "docs.search", "docs.search"},
+		{KindTool, "docs.a.b", "docs.a.b", "docs.a.b"},
+		{KindPrompt, "docs.search", "docs.prompt:search", "prompt:docs.search"},
+		{KindPrompt, "docs.a.b", "docs.prompt:a.b", "prompt:docs.a.b"},
+	}
+	for _, tc := range cases {
+		if got := Key(tc.kind, tc.qualified); got != tc.key {
+			t.Errorf("Key(%q, %q) = %q, want %q", tc.kind, tc.qualified, got, tc.key)
+		}
+		if !strings.HasPrefix(tc.key, "docs.") {
+			t.Errorf("%q is not under the server's prefix", tc.key)
+		}
+		r := Record{Kind: tc.kind, Qualified: tc.qualified}
+		if r.Ref() != tc.ref || r.Key() != tc.key {
+			t.Errorf("%+v: ref %q key %q", r, r.Ref(), r.Key())
+		}
+		if got := KeyOfRef(tc.ref); got != tc.key {
+			t.Errorf("KeyOfRef(%q) = %q, want %q", tc.ref, got, tc.key)
+		}
+	}
+	if Key(KindTool, "docs.search") == Key(KindPrompt, "docs.search") {
+		t.Error("a tool and a prompt of one name share a key")
 	}
 }

@@ -43,9 +43,15 @@ type Event struct {
 	Method    string   `json:"method,omitempty"`
 	// Tool is the qualified tool name of a tools/call, as the catalog
 	// knows it ("" when the call named no tool the catalog has).
-	Tool    string `json:"tool,omitempty"`
-	Rule    string `json:"rule,omitempty"`
-	Outcome string `json:"outcome,omitempty"`
+	Tool string `json:"tool,omitempty"`
+	// Prompt is the qualified prompt name of a prompts/get, or of a
+	// prompt's admission event.
+	Prompt string `json:"prompt,omitempty"`
+	// Arguments are the names of a prompts/get's arguments — names only,
+	// as a tools/call's arguments are not audited at all.
+	Arguments []string `json:"arguments,omitempty"`
+	Rule      string   `json:"rule,omitempty"`
+	Outcome   string   `json:"outcome,omitempty"`
 	// Reason is a fixed word of why a call was refused.
 	Reason string `json:"reason,omitempty"`
 	// Code is the JSON-RPC error code answered, 0 for a result.

@@ -58,7 +58,9 @@ type Tool struct {
 
 // Rejected is a descriptor that was not admitted.
 type Rejected struct {
-	Server string `json:"server"`
+	// Kind is what the descriptor described; "" is a tool.
+	Kind   admit.Kind `json:"kind,omitempty"`
+	Server string     `json:"server"`
 	// Index is the descriptor's position in the server's list.
 	Index int `json:"index"`
 	// Name is the downstream name, when the descriptor has a usable one.
@@ -82,46 +84,74 @@ type Server struct {
 	Others []string
 }
 
-// Judge decides the lifecycle of a server's well-formed, schema-checked
-// descriptors against what was pinned before (the ledger), and returns
-// the record of each, plus a record for every name that disappeared. An
-// error offers nothing of the server: a ledger that cannot be read or
-// written fails closed.
+// Entry is one well-formed descriptor as a [Judge] sees it: a tool's or
+// a prompt's.
+type Entry struct {
+	// Qualified is the public name, Name the downstream's own.
+	Qualified, Name string
+	// Digest pins the descriptor; Canonical is its RFC 8785 form.
+	Digest    string
+	Canonical jsontext.Value
+	// Findings are the scanner's evidence on it.
+	Findings []admit.Finding
+}
+
+// Judge decides the lifecycle of a server's well-formed, checked
+// descriptors of one kind against what was pinned before (the ledger),
+// and returns the record of each, plus a record for every name of that
+// kind that disappeared. An error offers nothing of the server's list:
+// a ledger that cannot be read or written fails closed.
 type Judge interface {
-	Judge(srv Server, tools []*Tool) ([]admit.Record, error)
+	Judge(srv Server, kind admit.Kind, entries []Entry) ([]admit.Record, error)
 }
 
 // AdmitAll admits every well-formed descriptor without a ledger. It is
 // for tests of what lies around admission.
 type AdmitAll struct{}
 
-// Judge admits every tool.
-func (AdmitAll) Judge(_ Server, tools []*Tool) ([]admit.Record, error) {
-	out := make([]admit.Record, len(tools))
-	for i, t := range tools {
-		out[i] = admit.Record{Qualified: t.Qualified, Server: t.Server, Name: t.Name, Status: admit.Admitted, Digest: t.Digest}
+// Judge admits every entry.
+func (AdmitAll) Judge(srv Server, kind admit.Kind, entries []Entry) ([]admit.Record, error) {
+	out := make([]admit.Record, len(entries))
+	for i, e := range entries {
+		out[i] = admit.Record{Kind: kind, Qualified: e.Qualified, Server: srv.Name, Name: e.Name, Status: admit.Admitted, Digest: e.Digest}
 	}
 	return out, nil
 }
 
+func (t *Tool) entry() Entry {
+	return Entry{Qualified: t.Qualified, Name: t.Name, Digest: t.Digest, Canonical: t.Canonical, Findings: t.Findings}
+}
+
 // Snapshot is the catalog at one revision. It is immutable.
 type Snapshot struct {
-	// Revision increases with every change.
-	Revision uint64
+	// Revision increases with every change of the tools offered;
+	// PromptRevision with every change of the prompts offered.
+	Revision, PromptRevision uint64
 	// Tools are the admitted tools, sorted by qualified name.
 	Tools []*Tool
-	// Rejected are the descriptors refused, by server, then index.
+	// Prompts are the admitted prompts, sorted by qualified name.
+	Prompts []*Prompt
+	// Rejected are the descriptors refused, by server, then kind, then
+	// index.
 	Rejected []Rejected
-	// Held are the records of tools not offered — pending review,
-	// quarantined, rejected by a reviewer, removed — by qualified name.
-	Held   []admit.Record
-	byName map[string]*Tool
+	// Held are the records of tools and prompts not offered — pending
+	// review, quarantined, rejected by a reviewer, removed — by server,
+	// then kind, then qualified name.
+	Held     []admit.Record
+	byName   map[string]*Tool
+	byPrompt map[string]*Prompt
 }
 
 // Lookup returns the tool with qualified name q.
 func (s *Snapshot) Lookup(q string) (*Tool, bool) {
 	t, ok := s.byName[q]
 	return t, ok
+}
+
+// LookupPrompt returns the prompt with qualified name q.
+func (s *Snapshot) LookupPrompt(q string) (*Prompt, bool) {
+	p, ok := s.byPrompt[q]
+	return p, ok
 }
 
 // Catalog is the mutable holder of snapshots. It is safe for concurrent
@@ -132,7 +162,7 @@ type Catalog struct {
 
 	mu      sync.Mutex
 	servers map[string]serverTools
-	subs    []chan struct{}
+	subs    map[admit.Kind][]chan struct{}
 
 	current atomic.Pointer[Snapshot]
 }
@@ -144,6 +174,9 @@ type serverTools struct {
 	// byRaw holds the well-formed tools by the SHA-256 of their raw
 	// bytes, for the next check to reuse.
 	byRaw map[[32]byte]*Tool
+	// prompts is the server's prompt list as last judged (nil before
+	// one, or after it failed).
+	prompts *serverPrompts
 }
 
 // New returns an empty catalog that checks descriptors with opts and
@@ -152,8 +185,8 @@ func New(judge Judge, opts admit.Options) *Catalog {
 	if opts.Schemas == nil {
 		opts.Schemas = &admit.SchemaCache{}
 	}
-	c := &Catalog{judge: judge, opts: opts, servers: map[string]serverTools{}}
-	c.current.Store(&Snapshot{byName: map[string]*Tool{}})
+	c := &Catalog{judge: judge, opts: opts, servers: map[string]serverTools{}, subs: map[admit.Kind][]chan struct{}{}}
+	c.current.Store(&Snapshot{byName: map[string]*Tool{}, byPrompt: map[string]*Prompt{}})
 	return c
 }
 
@@ -161,11 +194,12 @@ func New(judge Judge, opts admit.Options) *Catalog {
 func (c *Catalog) Snapshot() *Snapshot { return c.current.Load() }
 
 // Changed returns a channel that receives a value (without blocking the
-// catalog; one pending value at most) after every change.
-func (c *Catalog) Changed() <-chan struct{} {
+// catalog; one pending value at most) after every change of what is
+// offered of kind.
+func (c *Catalog) Changed(kind admit.Kind) <-chan struct{} {
 	ch := make(chan struct{}, 1)
 	c.mu.Lock()
-	c.subs = append(c.subs, ch)
+	c.subs[kind] = append(c.subs[kind], ch)
 	c.mu.Unlock()
 	return ch
 }
@@ -174,7 +208,9 @@ func (c *Catalog) Changed() <-chan struct{} {
 func (c *Catalog) Unsubscribe(ch <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.subs = slices.DeleteFunc(c.subs, func(s chan struct{}) bool { return s == ch })
+	for k, subs := range c.subs {
+		c.subs[k] = slices.DeleteFunc(subs, func(s chan struct{}) bool { return s == ch })
+	}
 }
 
 // Update replaces the server's tools with what its complete list holds:
@@ -184,7 +220,11 @@ func (c *Catalog) Unsubscribe(ch <-chan struct{}) {
 // returned.
 func (c *Catalog) Update(srv Server, descriptors []jsontext.Value) error {
 	st := c.check(srv.Name, descriptors, srv.Others)
-	recs, err := c.judge.Judge(srv, st.tools)
+	entries := make([]Entry, len(st.tools))
+	for i, t := range st.tools {
+		entries[i] = t.entry()
+	}
+	recs, err := c.judge.Judge(srv, admit.KindTool, entries)
 	if err != nil {
 		c.Remove(srv.Name)
 		return err
@@ -208,6 +248,7 @@ func (c *Catalog) Update(srv Server, descriptors []jsontext.Value) error {
 	slices.SortFunc(st.held, func(a, b admit.Record) int { return strings.Compare(a.Qualified, b.Qualified) })
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	st.prompts = c.servers[srv.Name].prompts
 	c.servers[srv.Name] = st
 	c.publish()
 	return nil
@@ -227,7 +268,8 @@ func (c *Catalog) Remove(server string) {
 // publish builds and stores the next snapshot; c.mu is held.
 func (c *Catalog) publish() {
 	prev := c.current.Load()
-	next := &Snapshot{Revision: prev.Revision + 1, byName: map[string]*Tool{}}
+	next := &Snapshot{Revision: prev.Revision + 1, PromptRevision: prev.PromptRevision + 1,
+		byName: map[string]*Tool{}, byPrompt: map[string]*Prompt{}}
 	names := make([]string, 0, len(c.servers))
 	for name := range c.servers {
 		names = append(names, name)
@@ -238,6 +280,20 @@ func (c *Catalog) publish() {
 		next.Tools = append(next.Tools, st.tools...)
 		next.Rejected = append(next.Rejected, st.rejected...)
 		next.Held = append(next.Held, st.held...)
+		if p := st.prompts; p != nil {
+			next.Prompts = append(next.Prompts, p.prompts...)
+			next.Rejected = append(next.Rejected, p.rejected...)
+			next.Held = append(next.Held, p.held...)
+		}
+	}
+	slices.SortFunc(next.Prompts, func(a, b *Prompt) int { return strings.Compare(a.Qualified, b.Qualified) })
+	for _, p := range next.Prompts {
+		next.byPrompt[p.Qualified] = p
+	}
+	changed := map[admit.Kind]bool{admit.KindTool: true, admit.KindPrompt: true}
+	if samePrompts(prev.Prompts, next.Prompts) {
+		next.PromptRevision = prev.PromptRevision
+		changed[admit.KindPrompt] = false
 	}
 	slices.SortFunc(next.Tools, func(a, b *Tool) int {
 		switch {
@@ -255,14 +311,18 @@ func (c *Catalog) publish() {
 		// A refresh that found what was there is no change: cursors
 		// stay valid and no client is told to list again.
 		next.Revision = prev.Revision
-		c.current.Store(next)
-		return
+		changed[admit.KindTool] = false
 	}
 	c.current.Store(next)
-	for _, ch := range c.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
+	for kind, subs := range c.subs {
+		if !changed[kind] {
+			continue
+		}
+		for _, ch := range subs {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
 		}
 	}
 }

@@ -95,7 +95,7 @@ func TestRejectedOneByOne(t *testing.T) {
 // change raises the revision and notifies subscribers without blocking.
 func TestRemoveAndRevision(t *testing.T) {
 	c := New(AdmitAll{}, admit.Options{})
-	ch := c.Changed()
+	ch := c.Changed(admit.KindTool)
 	c.Update(Server{Name: "a"}, raws(desc("t")))
 	c.Update(Server{Name: "b"}, raws(desc("t")))
 	r := c.Snapshot().Revision
@@ -119,17 +119,17 @@ func TestRemoveAndRevision(t *testing.T) {
 
 type holdAll struct{}
 
-func (holdAll) Judge(_ Server, tools []*Tool) ([]admit.Record, error) {
-	out := make([]admit.Record, len(tools))
-	for i, t := range tools {
-		out[i] = admit.Record{Qualified: t.Qualified, Status: admit.Pending, Reason: admit.ReasonFirstUse}
+func (holdAll) Judge(_ Server, kind admit.Kind, entries []Entry) ([]admit.Record, error) {
+	out := make([]admit.Record, len(entries))
+	for i, e := range entries {
+		out[i] = admit.Record{Kind: kind, Qualified: e.Qualified, Status: admit.Pending, Reason: admit.ReasonFirstUse}
 	}
 	return out, nil
 }
 
 type failJudge struct{}
 
-func (failJudge) Judge(Server, []*Tool) ([]admit.Record, error) {
+func (failJudge) Judge(Server, admit.Kind, []Entry) ([]admit.Record, error) {
 	return nil, errors.New("ledger down")
 }
 

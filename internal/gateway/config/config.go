@@ -181,8 +181,11 @@ type Policy struct {
 type Rule struct {
 	ID    string   `yaml:"id"`
 	Tools []string `yaml:"tools"`
-	Roles []string `yaml:"roles"`
-	When  string   `yaml:"when"`
+	// Prompts are patterns over qualified prompt names; a rule that
+	// names only tools grants no prompt, and the reverse.
+	Prompts []string `yaml:"prompts"`
+	Roles   []string `yaml:"roles"`
+	When    string   `yaml:"when"`
 }
 
 // Rate is a token bucket per principal.

@@ -87,8 +87,15 @@ var (
 	ErrMalformed   = errors.New("discover: the result does not match the tools/list schema")
 )
 
-// Walk reads the whole list.
+// Walk reads the whole tools/list.
 func Walk(ctx context.Context, l Lister, lim Limits) Result {
+	return WalkList(ctx, l, "tools", lim)
+}
+
+// WalkList reads the whole of a paginated list whose pages hold their
+// items in member ("tools" for tools/list, "prompts" for prompts/list),
+// under the same rules and limits (Limits.Tools bounds the items).
+func WalkList(ctx context.Context, l Lister, member string, lim Limits) Result {
 	ctx, cancel := context.WithTimeoutCause(ctx, lim.Timeout, fmt.Errorf("discover: the list took longer than %s", lim.Timeout))
 	defer cancel()
 	var (
@@ -120,7 +127,7 @@ func Walk(ctx context.Context, l Lister, lim Limits) Result {
 			res.Err = err
 			return fail(res)
 		}
-		tools, next, err := parsePage(raw)
+		tools, next, err := parsePage(raw, member)
 		if err != nil {
 			page.Outcome = err.Error()
 			res.Trace = append(res.Trace, page)
@@ -172,10 +179,10 @@ type nextCursor struct {
 	value string
 }
 
-// parsePage reads a tools/list result: tools must be an array (each
-// element kept raw, judged later one by one), nextCursor absent, null or
-// a string. Other members are ignored.
-func parsePage(raw jsontext.Value) ([]jsontext.Value, *nextCursor, error) {
+// parsePage reads a list result: member (tools, prompts) must be an
+// array (each element kept raw, judged later one by one), nextCursor
+// absent, null or a string. Other members are ignored.
+func parsePage(raw jsontext.Value, member string) ([]jsontext.Value, *nextCursor, error) {
 	// Repeated names are allowed while reading, so that a descriptor
 	// with a repeated member reaches admission, which rejects it alone
 	// (decision 1); the page's own members are kept unique here, and
@@ -201,10 +208,10 @@ func parsePage(raw jsontext.Value) ([]jsontext.Value, *nextCursor, error) {
 		}
 		names[name] = true
 		switch name {
-		case "tools":
+		case member:
 			hasTools = true
 			if d.PeekKind() != '[' {
-				return nil, nil, fmt.Errorf("%w: tools is not an array", ErrMalformed)
+				return nil, nil, fmt.Errorf("%w: %s is not an array", ErrMalformed, member)
 			}
 			d.ReadToken()
 			for d.PeekKind() != ']' {
@@ -240,7 +247,7 @@ func parsePage(raw jsontext.Value) ([]jsontext.Value, *nextCursor, error) {
 		}
 	}
 	if !hasTools {
-		return nil, nil, fmt.Errorf("%w: no tools member", ErrMalformed)
+		return nil, nil, fmt.Errorf("%w: no %s member", ErrMalformed, member)
 	}
 	return tools, next, nil
 }

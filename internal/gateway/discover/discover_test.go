@@ -143,7 +143,7 @@ func TestTraceHidesCursorValues(t *testing.T) {
 // raw for admission to reject alone; a page whose own members repeat is
 // malformed.
 func TestParsePageRepeatedNames(t *testing.T) {
-	tools, _, err := parsePage(jsontext.Value(`{"tools":[{"name":"a","name":"a"},{"name":"b"}]}`))
+	tools, _, err := parsePage(jsontext.Value(`{"tools":[{"name":"a","name":"a"},{"name":"b"}]}`), "tools")
 	if err != nil || len(tools) != 2 || string(tools[0]) != `{"name":"a","name":"a"}` {
 		t.Fatalf("%v %s", err, tools)
 	}
@@ -152,8 +152,27 @@ func TestParsePageRepeatedNames(t *testing.T) {
 		`{"tools":[],"nextCursor":"a","nextCursor":null}`,
 		`{"tools":[],"_meta":{"x":1,"x":2}}`,
 	} {
-		if _, _, err := parsePage(jsontext.Value(page)); err == nil {
+		if _, _, err := parsePage(jsontext.Value(page), "tools"); err == nil {
 			t.Errorf("%s: accepted", page)
 		}
+	}
+}
+
+// TestWalkPrompts: a prompts/list is walked by the same rules, its items
+// read from "prompts"; a page that holds them under another member is
+// malformed, so a tools page never passes for a prompts page.
+func TestWalkPrompts(t *testing.T) {
+	var sent []string
+	res := WalkList(context.Background(), pages{
+		"<none>": `{"prompts":[{"name":"a"}],"nextCursor":"p2"}`,
+		"p2":     `{"prompts":[{"name":"b"}]}`,
+	}.lister(t, &sent), "prompts", lim)
+	if res.Err != nil || len(res.Tools) != 2 || len(res.Trace) != 2 {
+		t.Fatalf("%+v", res)
+	}
+	sent = nil
+	res = WalkList(context.Background(), pages{"<none>": `{"tools":[{"name":"a"}]}`}.lister(t, &sent), "prompts", lim)
+	if !errors.Is(res.Err, ErrMalformed) || res.Tools != nil || !strings.Contains(res.Err.Error(), "no prompts member") {
+		t.Fatalf("%+v", res)
 	}
 }

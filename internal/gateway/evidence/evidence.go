@@ -8,12 +8,15 @@
 //
 //	servers.json      server → discovered or failed closed, with the error; its
 //	                  identity, instructions and the scanner's findings on them
-//	page-trace.jsonl  one line per tools/list request
-//	admitted.json     qualified name, server, downstream name, digest, approval
+//	page-trace.jsonl  one line per tools/list request (and per prompts/list
+//	                  request, with "list":"prompts/list")
+//	admitted.json     kind ("prompt", or none for a tool), qualified name,
+//	                  server, downstream name, digest, approval
 //	rejected.json     qualified name (or server and index), category, detail, raw descriptor
 //	quarantined.json  held after approval: reason, findings, diff against the pin
 //	review.json       waiting for a first review: reason, findings
-//	ledger.json       qualified name → digest, publisher, identity, approved_at, status
+//	ledger.json       reference (a tool's qualified name, prompt:<qualified>)
+//	                  → digest, publisher, identity, approved_at, status
 //
 // and, written by `bastion admit --evidence`, audit.jsonl: the run's audit
 // events.
@@ -41,6 +44,10 @@ type Server struct {
 	Outcome string          `json:"outcome"`
 	Error   string          `json:"error,omitempty"`
 	Trace   []discover.Page `json:"-"`
+	// PromptTrace is the walk of the server's prompts/list (none when
+	// the server offers no prompts); PromptError why it failed.
+	PromptTrace []discover.Page `json:"-"`
+	PromptError string          `json:"prompt_error,omitempty"`
 	// Identity is what the server reported of itself at its last
 	// handshake, as pinned with its tools; Instructions are its
 	// instructions (never relayed to callers) and InstructionFindings the
@@ -69,10 +76,13 @@ func (b Bundle) FailedClosed() bool {
 
 type traceLine struct {
 	Server string `json:"server"`
+	// List is the method walked when it is not tools/list.
+	List string `json:"list,omitempty"`
 	discover.Page
 }
 
 type admitted struct {
+	Kind      admit.Kind      `json:"kind,omitempty"`
 	Qualified string          `json:"qualified"`
 	Server    string          `json:"server"`
 	Name      string          `json:"name"`
@@ -103,6 +113,11 @@ func Write(dir string, b Bundle) error {
 				return fmt.Errorf("evidence: %w", err)
 			}
 		}
+		for _, p := range s.PromptTrace {
+			if err := enc.Encode(traceLine{Server: s.Name, List: "prompts/list", Page: p}); err != nil {
+				return fmt.Errorf("evidence: %w", err)
+			}
+		}
 	}
 	approvals := map[string]*admit.Approval{}
 	ledger := map[string]ledgerEntry{}
@@ -115,9 +130,9 @@ func Write(dir string, b Bundle) error {
 		if r.Approval != nil {
 			at := r.Approval.At
 			e.ApprovedAt = &at
-			approvals[r.Qualified] = r.Approval
+			approvals[r.Ref()] = r.Approval
 		}
-		ledger[r.Qualified] = e
+		ledger[r.Ref()] = e
 		switch r.Status {
 		case admit.Quarantined:
 			quarantined = append(quarantined, review.ItemOf(r))
@@ -130,6 +145,11 @@ func Write(dir string, b Bundle) error {
 	if b.Snapshot != nil {
 		for _, t := range b.Snapshot.Tools {
 			adm = append(adm, admitted{Qualified: t.Qualified, Server: t.Server, Name: t.Name, Digest: t.Digest, Approval: approvals[t.Qualified]})
+		}
+		for _, p := range b.Snapshot.Prompts {
+			ref := admit.Ref(admit.KindPrompt, p.Qualified)
+			adm = append(adm, admitted{Kind: admit.KindPrompt, Qualified: p.Qualified, Server: p.Server, Name: p.Name,
+				Digest: p.Digest, Approval: approvals[ref]})
 		}
 		rejected = append(rejected, b.Snapshot.Rejected...)
 	}

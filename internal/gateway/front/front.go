@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/mcp-bastion/bastion/internal/gateway"
+	"github.com/mcp-bastion/bastion/internal/gateway/admit"
 	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	"github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/gateway/metrics"
@@ -92,7 +93,7 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	enc, err := mcp.NewEncoder(opts.Info, Instructions, nil, mcp.ToolsListChanged())
+	enc, err := mcp.NewEncoder(opts.Info, Instructions, nil, mcp.ToolsListChanged(), mcp.PromptsListChanged())
 	if err != nil {
 		return nil, fmt.Errorf("front: %w", err)
 	}
@@ -173,15 +174,19 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, signals <-chan os.S
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	changes := s.g.Catalog().Changed()
+	changes := s.g.Catalog().Changed(admit.KindTool)
 	defer s.g.Catalog().Unsubscribe(changes)
+	promptChanges := s.g.Catalog().Changed(admit.KindPrompt)
+	defer s.g.Catalog().Unsubscribe(promptChanges)
 	fanout := make(chan struct{})
 	go func() {
 		defer close(fanout)
 		for {
 			select {
 			case <-changes:
-				s.sessions.broadcast()
+				s.sessions.broadcast(changedTools)
+			case <-promptChanges:
+				s.sessions.broadcast(changedPrompts)
 			case <-s.stopping:
 				return
 			}

@@ -304,7 +304,7 @@ func (x *exchange) headersAgree(m *jsonrpc.Message) (int, *jsonrpc.Error) {
 	case len(h.Values(hdrMethod)) != 1 || h.Get(hdrMethod) != m.Method:
 		return mismatch("the Mcp-Method header does not match the method")
 	}
-	if m.Method == "tools/call" {
+	if m.Method == "tools/call" || m.Method == "prompts/get" {
 		var p struct {
 			Name *string `json:"name"`
 		}
@@ -315,6 +315,9 @@ func (x *exchange) headersAgree(m *jsonrpc.Message) (int, *jsonrpc.Error) {
 		got, ok := decodeHeaderValue(h.Get(hdrName))
 		if len(h.Values(hdrName)) != 1 || !ok || got != *p.Name {
 			return mismatch("the Mcp-Name header does not match params.name")
+		}
+		if m.Method == "prompts/get" {
+			return 0, nil // a prompt mirrors no argument into a header
 		}
 		// Each argument the tool mirrors must arrive in its
 		// Mcp-Param-* header, equal to the body (decision 8): an
@@ -450,8 +453,74 @@ func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress fun
 		return ok(res)
 	case "tools/call":
 		return x.call(ctx, m, progress)
+	case "prompts/list":
+		var p struct {
+			Cursor *string        `json:"cursor"`
+			Meta   jsontext.Value `json:"_meta"`
+		}
+		if m.Params != nil {
+			if err := json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)); err != nil {
+				return fail(http.StatusOK, jsonrpc.CodeInvalidParams, "Invalid params: params do not match prompts/list")
+			}
+		}
+		res, err := s.lister.ListPrompts(x.version, p.Cursor, s.g.ViewOf(x.p))
+		if err != nil {
+			return reply{msg: jsonrpc.AppendError(nil, err.RPC(m.ID)), status: err.Status}
+		}
+		return ok(res)
+	case "prompts/get":
+		return x.getPrompt(ctx, m)
 	}
 	return fail(http.StatusOK, jsonrpc.CodeMethodNotFound, "Method not found: "+problem.Quote(m.Method))
+}
+
+// getPrompt answers a prompts/get: its params strictly, the arguments
+// through the sanitizer's bounds, then the gateway's prompt path.
+func (x *exchange) getPrompt(ctx context.Context, m *jsonrpc.Message) reply {
+	s := x.s
+	invalid := func(msg string) reply {
+		return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+msg)), status: http.StatusOK}
+	}
+	var p struct {
+		Name      *string        `json:"name"`
+		Arguments jsontext.Value `json:"arguments"`
+		Meta      jsontext.Value `json:"_meta"`
+	}
+	if m.Params == nil || json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)) != nil {
+		return invalid("params do not match prompts/get")
+	}
+	if p.Name == nil {
+		return invalid("name is required")
+	}
+	if p.Arguments != nil {
+		if p.Arguments.Kind() != '{' {
+			return invalid("arguments must be an object")
+		}
+		if err := guard.Sanitize(p.Arguments, s.limits); err != nil {
+			return invalid("arguments exceed the gateway's bounds")
+		}
+	}
+	start := time.Now()
+	outcome := "ok"
+	defer func() {
+		s.log.Info("prompts/get", slog.String("request_id", x.rid), slog.String("prompt", problem.Cap(*p.Name)), slog.String("id", problem.Cap(m.ID.String())),
+			slog.String("outcome", outcome), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
+	}()
+	res, err := s.g.GetPrompt(ctx, gateway.PromptGet{Name: *p.Name, Arguments: p.Arguments, RequestID: x.rid, Principal: x.p})
+	var gwErr *gateway.Error
+	switch {
+	case err == nil:
+		return reply{msg: jsonrpc.AppendResult(nil, m.ID, s.enc.AppendRelayedPrompt(nil, x.version, res.Description, res.Messages)), status: http.StatusOK}
+	case errors.As(err, &gwErr):
+		outcome = "error_" + strconv.Itoa(gwErr.Code)
+		return reply{msg: jsonrpc.AppendError(nil, gwErr.RPC(m.ID)), status: gwErr.Status}
+	case ctx.Err() != nil:
+		outcome = "cancelled"
+		return reply{}
+	}
+	outcome = "internal_error"
+	s.log.Error("prompts/get failed", slog.String("request_id", x.rid), slog.String("error", err.Error()))
+	return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError, "Internal error")), status: http.StatusInternalServerError}
 }
 
 // initialize starts a legacy session: the version is negotiated, the
@@ -707,11 +776,17 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	ev := startEvents(w)
 	for {
 		select {
-		case _, ok := <-ch:
+		case _, ok := <-ch.wake:
 			if !ok {
 				return
 			}
-			ev.send([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+			what := ch.take()
+			if what&changedTools != 0 {
+				ev.send([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+			}
+			if what&changedPrompts != 0 {
+				ev.send([]byte(`{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}`))
+			}
 		case <-r.Context().Done():
 			return
 		}
@@ -723,7 +798,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 // the client closes it or the gateway shuts down (which ends it with the
 // request's result).
 func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
-	tools, err := mcp.ListenParams(m.Params)
+	want, err := mcp.ListenParams(m.Params)
 	if err != nil {
 		writeError(w, http.StatusOK, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()), false)
 		return
@@ -752,16 +827,23 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 	}
 	defer x.s.sessions.unstream("", ch)
 	ev := startEvents(w)
-	ev.send(mcp.SubscriptionAcknowledged(m.ID, tools))
+	// The gateway honours the two list filters; it has no resources to
+	// subscribe to, so the acknowledgement leaves those out.
+	want.Resources, want.ResourceSubscriptions = false, false
+	ev.send(mcp.SubscriptionAcknowledged(m.ID, want))
 	for {
 		select {
-		case _, ok := <-ch:
+		case _, ok := <-ch.wake:
 			if !ok {
 				ev.send(mcp.SubscriptionComplete(m.ID))
 				return
 			}
-			if tools {
-				ev.send(mcp.SubscriptionToolsChanged(m.ID))
+			what := ch.take()
+			if want.Tools && what&changedTools != 0 {
+				ev.send(mcp.SubscriptionListChanged(m.ID, "notifications/tools/list_changed"))
+			}
+			if want.Prompts && what&changedPrompts != 0 {
+				ev.send(mcp.SubscriptionListChanged(m.ID, "notifications/prompts/list_changed"))
 			}
 		case <-x.s.stopping:
 			ev.send(mcp.SubscriptionComplete(m.ID))

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcp-bastion/bastion/internal/mcp"
@@ -47,14 +48,14 @@ type sessions struct {
 	ttl time.Duration
 
 	mu      sync.Mutex
-	revoked map[string]time.Time                // nonce → when its id expires anyway
-	streams map[string]map[chan struct{}]string // key → stream → its principal
-	owned   map[string]int                      // principal → streams open
+	revoked map[string]time.Time            // nonce → when its id expires anyway
+	streams map[string]map[*notifier]string // key → stream → its principal
+	owned   map[string]int                  // principal → streams open
 	nstream int
 }
 
 func newSessions(key []byte, ttl time.Duration) *sessions {
-	return &sessions{key: key, ttl: ttl, revoked: map[string]time.Time{}, streams: map[string]map[chan struct{}]string{}, owned: map[string]int{}}
+	return &sessions{key: key, ttl: ttl, revoked: map[string]time.Time{}, streams: map[string]map[*notifier]string{}, owned: map[string]int{}}
 }
 
 // ownerOf is what a session id binds its principal by: a digest of the
@@ -134,29 +135,45 @@ func (s *sessions) revoke(ss session) bool {
 	}
 	s.revoked[ss.nonce] = ss.issued.Add(s.ttl)
 	for ch, principal := range s.streams[ss.nonce] {
-		close(ch)
+		close(ch.wake)
 		s.drop(principal)
 	}
 	delete(s.streams, ss.nonce)
 	return true
 }
 
+// A notifier is one open notification stream. wake is a signal: it holds
+// at most one pending value, and pending says which lists changed since
+// the stream last looked, so a client that does not keep up hears of
+// several changes once, and never holds the gateway.
+type notifier struct {
+	wake    chan struct{}
+	pending atomic.Uint32
+}
+
+// What changed, in a notifier's pending set.
+const (
+	changedTools uint32 = 1 << iota
+	changedPrompts
+)
+
+// take returns what changed since the last take.
+func (n *notifier) take() uint32 { return n.pending.Swap(0) }
+
 // stream registers a notification stream of principal under key (a
 // session's nonce, or "" for the 2026-07-28 subscriptions, which have no
 // session); nil when there are too many, in all, of that session or of
-// that principal. The channel is a signal: it holds at most one pending
-// "the list changed", so a client that does not keep up hears of several
-// changes once, and never holds the gateway.
-func (s *sessions) stream(key, principal string) chan struct{} {
+// that principal.
+func (s *sessions) stream(key, principal string) *notifier {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.nstream >= maxStreams || (key != "" && len(s.streams[key]) >= maxStreamsPerClient) ||
 		s.owned[principal] >= maxStreamsPerPrincipal {
 		return nil
 	}
-	ch := make(chan struct{}, 1)
+	ch := &notifier{wake: make(chan struct{}, 1)}
 	if s.streams[key] == nil {
-		s.streams[key] = map[chan struct{}]string{}
+		s.streams[key] = map[*notifier]string{}
 	}
 	s.streams[key][ch] = principal
 	s.owned[principal]++
@@ -165,12 +182,12 @@ func (s *sessions) stream(key, principal string) chan struct{} {
 }
 
 // unstream removes a stream that ended on the client's side.
-func (s *sessions) unstream(key string, ch chan struct{}) {
+func (s *sessions) unstream(key string, ch *notifier) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if principal, ok := s.streams[key][ch]; ok {
 		delete(s.streams[key], ch)
-		close(ch)
+		close(ch.wake)
 		s.drop(principal)
 		if len(s.streams[key]) == 0 {
 			delete(s.streams, key)
@@ -186,14 +203,15 @@ func (s *sessions) drop(principal string) {
 	}
 }
 
-// broadcast signals every open stream that the list changed.
-func (s *sessions) broadcast() {
+// broadcast signals every open stream that the lists in what changed.
+func (s *sessions) broadcast(what uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, set := range s.streams {
 		for ch := range set {
+			ch.pending.Or(what)
 			select {
-			case ch <- struct{}{}:
+			case ch.wake <- struct{}{}:
 			default: // a signal is already pending
 			}
 		}
@@ -206,7 +224,7 @@ func (s *sessions) closeStreams() {
 	defer s.mu.Unlock()
 	for n, set := range s.streams {
 		for ch := range set {
-			close(ch)
+			close(ch.wake)
 		}
 		delete(s.streams, n)
 	}

@@ -26,11 +26,11 @@ import (
 
 // Store is a ledger.
 type Store interface {
-	// Transact runs fn on every record of server, by qualified name, and
+	// Transact runs fn on every record of server, by key (admit.Key), and
 	// writes the records it returns, in one transaction: all of them or,
 	// when fn or the write fails, none.
 	Transact(ctx context.Context, server string, fn func(map[string]admit.Record) ([]admit.Record, error)) error
-	// Update applies fn to the record of one qualified name, in one
+	// Update applies fn to the record of one key, in one
 	// transaction. ErrNotFound when there is none.
 	Update(ctx context.Context, qualified string, fn func(*admit.Record) error) error
 	// All returns every record, ordered by qualified name.
@@ -77,9 +77,9 @@ func Open(path string, wait time.Duration) (*Bolt, error) {
 	return &Bolt{db: db}, nil
 }
 
-// Transact implements Store. Qualified names are <server>.<tool> and
-// server names hold no dot, so a server's records are the keys with the
-// prefix "<server>.".
+// Transact implements Store. Keys are <server>.<tool> or
+// <server>.<kind>:<name> (admit.Key) and server names hold no dot, so a
+// server's records are the keys with the prefix "<server>.".
 func (b *Bolt) Transact(ctx context.Context, server string, fn func(map[string]admit.Record) ([]admit.Record, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -101,8 +101,8 @@ func (b *Bolt) Transact(ctx context.Context, server string, fn func(map[string]a
 			return err
 		}
 		for _, r := range out {
-			if !strings.HasPrefix(r.Qualified, string(prefix)) {
-				return fmt.Errorf("ledger: record %q is not of server %q", r.Qualified, server)
+			if !strings.HasPrefix(r.Key(), string(prefix)) {
+				return fmt.Errorf("ledger: record %q is not of server %q", r.Key(), server)
 			}
 			if err := put(bk, r); err != nil {
 				return err
@@ -141,7 +141,7 @@ func apply(qualified string, stored []byte, fn func(*admit.Record) error) ([]byt
 	if err := fn(&r); err != nil {
 		return nil, err
 	}
-	if r.Qualified != qualified {
+	if r.Key() != qualified {
 		return nil, fmt.Errorf("ledger: an update may not rename %q", qualified)
 	}
 	v, err := json.Marshal(r)
@@ -176,7 +176,7 @@ func (b *Bolt) Close() error { return b.db.Close() }
 func put(bk *bolt.Bucket, r admit.Record) error {
 	v, err := json.Marshal(r)
 	if err != nil {
-		return fmt.Errorf("ledger: record %q: %w", r.Qualified, err)
+		return fmt.Errorf("ledger: record %q: %w", r.Key(), err)
 	}
-	return bk.Put([]byte(r.Qualified), v)
+	return bk.Put([]byte(r.Key()), v)
 }

@@ -179,14 +179,14 @@ func (p *Postgres) Transact(ctx context.Context, server string, fn func(map[stri
 		// would also undo what was written.
 		b := &pgx.Batch{}
 		for _, r := range out {
-			if !strings.HasPrefix(r.Qualified, prefix) {
-				return fmt.Errorf("ledger: record %q is not of server %q", r.Qualified, server)
+			if !strings.HasPrefix(r.Key(), prefix) {
+				return fmt.Errorf("ledger: record %q is not of server %q", r.Key(), server)
 			}
 			v, err := json.Marshal(r)
 			if err != nil {
-				return fmt.Errorf("ledger: record %q: %w", r.Qualified, err)
+				return fmt.Errorf("ledger: record %q: %w", r.Key(), err)
 			}
-			b.Queue(upsertSQL, r.Qualified, server, v)
+			b.Queue(upsertSQL, r.Key(), server, v)
 		}
 		if b.Len() == 0 {
 			return nil

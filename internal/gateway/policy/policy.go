@@ -1,4 +1,5 @@
-// Package policy decides which caller may call which tool. It is pure: a
+// Package policy decides which caller may call which tool or get which
+// prompt. It is pure: a
 // [Policy] is compiled once from data rules at start-up, and
 // [Policy.Decide] reads nothing but its arguments — no clock, no network,
 // no files — so every rule can be table-tested without a server, and
@@ -10,7 +11,10 @@
 // decides: the call is allowed only if the caller holds one of the rule's
 // roles ("*" is any authenticated caller) and the rule's condition, when
 // it has one, holds. A later, broader rule can never widen an earlier,
-// narrower one, and a call no rule matches is denied.
+// narrower one, and a call no rule matches is denied. A rule's prompt
+// patterns decide prompts/get the same way (docs/gateway-surface.md
+// decision 18), and only them: a rule's tool patterns never match a
+// prompt, nor its prompt patterns a tool.
 package policy
 
 import (
@@ -27,8 +31,10 @@ import (
 type Rule struct {
 	// ID names the rule in decisions, the audit and errors.
 	ID string
-	// Tools are patterns over qualified names.
+	// Tools are patterns over qualified tool names.
 	Tools []string
+	// Prompts are patterns over qualified prompt names.
+	Prompts []string
 	// Roles may call what the rule matches; "*" is any caller.
 	Roles []string
 	// When is an optional CEL condition over principal, tool and args.
@@ -43,15 +49,24 @@ type Principal struct {
 	Claims map[string]any
 }
 
-// Call is what is decided: a call of one tool.
+// Kinds of what a Call names.
+const (
+	KindTool   = ""
+	KindPrompt = "prompt"
+)
+
+// Call is what is decided: a call of one tool, or a get of one prompt.
 type Call struct {
+	// Kind is KindTool or KindPrompt.
+	Kind string
 	// Qualified is the public name <server>.<tool>; Server and Name its
 	// parts (the downstream's own name).
 	Qualified, Server, Name string
 	// Annotations are the tool's annotations, for conditions.
 	Annotations map[string]any
 	// Args are the call's arguments, already checked against the tool's
-	// input schema; nil before they are (see Decide).
+	// input schema (a prompt's, against its declared arguments); nil
+	// before they are (see Decide).
 	Args map[string]any
 }
 
@@ -87,7 +102,8 @@ type Policy struct {
 
 type compiled struct {
 	Rule
-	patterns []string // lower-cased
+	patterns []string // lower-cased tool patterns
+	prompts  []string // lower-cased prompt patterns
 	anyRole  bool
 	roles    map[string]bool
 	when     cel.Program
@@ -127,8 +143,8 @@ func Compile(rules []Rule) (*Policy, error) {
 			return nil, fmt.Errorf("policy: %s: id must be 1-64 characters of [A-Za-z0-9_.:-]", name)
 		case seen[r.ID]:
 			return nil, fmt.Errorf("policy: %s: the id is used by another rule", name)
-		case len(r.Tools) == 0:
-			return nil, fmt.Errorf("policy: %s: tools must name at least one pattern", name)
+		case len(r.Tools) == 0 && len(r.Prompts) == 0:
+			return nil, fmt.Errorf("policy: %s: tools or prompts must name at least one pattern", name)
 		case len(r.Roles) == 0:
 			return nil, fmt.Errorf("policy: %s: roles must name at least one role, or \"*\"", name)
 		}
@@ -139,6 +155,12 @@ func Compile(rules []Rule) (*Policy, error) {
 				return nil, fmt.Errorf("policy: %s: a tool pattern must be non-empty, without surrounding space", name)
 			}
 			c.patterns = append(c.patterns, strings.ToLower(t))
+		}
+		for _, t := range r.Prompts {
+			if t == "" || strings.TrimSpace(t) != t {
+				return nil, fmt.Errorf("policy: %s: a prompt pattern must be non-empty, without surrounding space", name)
+			}
+			c.prompts = append(c.prompts, strings.ToLower(t))
 		}
 		for _, role := range r.Roles {
 			switch {
@@ -188,7 +210,7 @@ func (pol *Policy) Decide(p Principal, c Call) Decision {
 	if pol == nil {
 		return Decision{Reason: ReasonNoRule}
 	}
-	r := pol.deciding(c.Qualified)
+	r := pol.deciding(c.Kind, c.Qualified)
 	if r == nil {
 		return Decision{Reason: ReasonNoRule}
 	}
@@ -207,7 +229,7 @@ func (pol *Policy) Decide(p Principal, c Call) Decision {
 	}
 	out, _, err := r.when.Eval(map[string]any{
 		"principal": principalVars(p),
-		"tool":      map[string]any{"qualified": c.Qualified, "server": c.Server, "name": c.Name, "annotations": orEmpty(c.Annotations)},
+		"tool":      map[string]any{"kind": kindName(c.Kind), "qualified": c.Qualified, "server": c.Server, "name": c.Name, "annotations": orEmpty(c.Annotations)},
 		"args":      c.Args,
 	})
 	if err != nil {
@@ -227,24 +249,41 @@ func (pol *Policy) Decide(p Principal, c Call) Decision {
 // needs a call's arguments), so a tool whose calls a condition may refuse
 // is still listed.
 func (pol *Policy) Listable(p Principal, qualified string) bool {
+	return pol.ListableKind(p, KindTool, qualified)
+}
+
+// ListableKind is Listable for a name of kind (KindTool, KindPrompt).
+func (pol *Policy) ListableKind(p Principal, kind, qualified string) bool {
 	if pol == nil {
 		return false
 	}
-	r := pol.deciding(qualified)
+	r := pol.deciding(kind, qualified)
 	return r != nil && r.grants(p.Roles)
 }
 
-// deciding returns the first rule one of whose patterns matches name.
-func (pol *Policy) deciding(name string) *compiled {
+// deciding returns the first rule one of whose patterns of kind matches
+// name.
+func (pol *Policy) deciding(kind, name string) *compiled {
 	lower := strings.ToLower(name)
 	for i := range pol.rules {
-		for _, pat := range pol.rules[i].patterns {
+		patterns := pol.rules[i].patterns
+		if kind == KindPrompt {
+			patterns = pol.rules[i].prompts
+		}
+		for _, pat := range patterns {
 			if Match(pat, lower) {
 				return &pol.rules[i]
 			}
 		}
 	}
 	return nil
+}
+
+func kindName(k string) string {
+	if k == KindPrompt {
+		return "prompt"
+	}
+	return "tool"
 }
 
 func (r *compiled) grants(roles []string) bool {

@@ -121,7 +121,7 @@ func TestCompileErrorsNameTheRule(t *testing.T) {
 		{[]Rule{{ID: "undeclared", Tools: []string{"*"}, Roles: []string{"*"}, When: "secret == 1"}}, `rule "undeclared": when:`},
 		{[]Rule{{ID: "a", Tools: []string{"*"}, Roles: []string{"*"}}, {ID: "a", Tools: []string{"*"}, Roles: []string{"*"}}}, `rule "a": the id is used`},
 		{[]Rule{{Tools: []string{"*"}, Roles: []string{"*"}}}, "rule 0: id must be"},
-		{[]Rule{{ID: "r", Roles: []string{"*"}}}, `rule "r": tools must`},
+		{[]Rule{{ID: "r", Roles: []string{"*"}}}, `rule "r": tools or prompts must`},
 		{[]Rule{{ID: "r", Tools: []string{"*"}}}, `rule "r": roles must`},
 		{[]Rule{{ID: "r", Tools: []string{"*"}, Roles: []string{"a,b"}}}, `rule "r": role "a,b"`},
 		{[]Rule{{ID: "r", Tools: []string{" x"}, Roles: []string{"*"}}}, `rule "r": a tool pattern`},
@@ -130,5 +130,44 @@ func TestCompileErrorsNameTheRule(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Compile(%+v) = %v, want %q", tc.rules, err, tc.want)
 		}
+	}
+}
+
+// TestDecidePrompts: prompt patterns decide prompts and tool patterns
+// tools, never across — a rule naming only tools grants no prompt of the
+// same name, and "*" in tools does not reach prompts.
+func TestDecidePrompts(t *testing.T) {
+	pol := mustCompile(t, []Rule{
+		{ID: "docs-prompts", Prompts: []string{"docs.*"}, Roles: []string{"writer"}},
+		{ID: "all-tools", Tools: []string{"*"}, Roles: []string{"*"}},
+		{ID: "both", Tools: []string{"mix.t"}, Prompts: []string{"mix.p"}, Roles: []string{"viewer"}},
+	})
+	writer := Principal{Subject: "w", Roles: []string{"writer"}}
+	viewer := Principal{Subject: "v", Roles: []string{"viewer"}}
+	prompt := func(q string) Call { return Call{Kind: KindPrompt, Qualified: q} }
+	for _, tc := range []struct {
+		name   string
+		p      Principal
+		c      Call
+		allow  bool
+		rule   string
+		reason string
+	}{
+		{"a prompt rule grants its role", writer, prompt("docs.summarize"), true, "docs-prompts", ""},
+		{"and refuses another", viewer, prompt("docs.summarize"), false, "docs-prompts", ReasonRole},
+		{"a tool rule never grants a prompt", viewer, prompt("db.summarize"), false, "", ReasonNoRule},
+		{"a prompt rule never decides a tool", writer, Call{Qualified: "docs.summarize"}, true, "all-tools", ""},
+		{"one rule, both kinds: the prompt", viewer, prompt("mix.p"), true, "both", ""},
+		{"one rule, both kinds: not the tool's name as a prompt", viewer, prompt("mix.t"), false, "", ReasonNoRule},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := pol.Decide(tc.p, tc.c)
+			if d.Allow != tc.allow || d.Rule != tc.rule || d.Reason != tc.reason {
+				t.Errorf("Decide = %+v, want allow=%v rule=%q reason=%q", d, tc.allow, tc.rule, tc.reason)
+			}
+		})
+	}
+	if !pol.ListableKind(writer, KindPrompt, "docs.x") || pol.ListableKind(viewer, KindPrompt, "docs.x") || pol.ListableKind(viewer, KindPrompt, "db.x") {
+		t.Error("ListableKind disagrees with Decide")
 	}
 }

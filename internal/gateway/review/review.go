@@ -38,9 +38,10 @@ func ItemOf(r admit.Record) Item {
 
 // Service is review.
 type Service interface {
-	// List returns every record of the ledger, by qualified name.
+	// List returns every record of the ledger, by reference (a tool's
+	// qualified name, prompt:<qualified> for a prompt: admit.Ref).
 	List(ctx context.Context) ([]admit.Record, error)
-	// Show returns the record of one qualified name.
+	// Show returns the record of one reference.
 	Show(ctx context.Context, name string) (Item, error)
 	// Approve pins digest, which must be the one waiting under name.
 	Approve(ctx context.Context, name, digest, by string) error
@@ -66,7 +67,7 @@ type Ledger struct {
 // List implements Service.
 func (l *Ledger) List(ctx context.Context) ([]admit.Record, error) {
 	recs, err := l.Store.All(ctx)
-	slices.SortFunc(recs, func(a, b admit.Record) int { return strings.Compare(a.Qualified, b.Qualified) })
+	slices.SortFunc(recs, func(a, b admit.Record) int { return strings.Compare(a.Ref(), b.Ref()) })
 	return recs, err
 }
 
@@ -76,8 +77,9 @@ func (l *Ledger) Show(ctx context.Context, name string) (Item, error) {
 	if err != nil {
 		return Item{}, err
 	}
+	key := admit.KeyOfRef(name)
 	for _, r := range recs {
-		if r.Qualified == name {
+		if r.Key() == key {
 			return ItemOf(r), nil
 		}
 	}
@@ -107,7 +109,7 @@ func (l *Ledger) decide(ctx context.Context, name, by string, fn func(admit.Reco
 		now = l.Now
 	}
 	var after admit.Record
-	err := l.Store.Update(ctx, name, func(r *admit.Record) error {
+	err := l.Store.Update(ctx, admit.KeyOfRef(name), func(r *admit.Record) error {
 		next, err := fn(*r, now().UTC())
 		if err != nil {
 			return err
@@ -118,8 +120,14 @@ func (l *Ledger) decide(ctx context.Context, name, by string, fn func(admit.Reco
 	if err != nil {
 		return fmt.Errorf("review: %s: %w", name, err)
 	}
-	l.Audit.Record(audit.Event{Kind: audit.KindApproval, Tool: name, Server: after.Server, Subject: by,
-		Digest: digestOf(after), Status: string(after.Status), Reason: after.Reason, Mode: "review"})
+	e := audit.Event{Kind: audit.KindApproval, Server: after.Server, Subject: by,
+		Digest: digestOf(after), Status: string(after.Status), Reason: after.Reason, Mode: "review"}
+	if after.Kind == admit.KindPrompt {
+		e.Prompt = after.Qualified
+	} else {
+		e.Tool = after.Qualified
+	}
+	l.Audit.Record(e)
 	if l.Changed != nil {
 		l.Changed(after.Server)
 	}
