@@ -590,11 +590,17 @@ func TestGatewayRefusalsEchoIDs(t *testing.T) {
 	}
 }
 
-// TestGatewayAuthFailuresPerAddress: once an address has used up its
-// failed authentications, its requests are refused (429, -32005,
-// Retry-After) before any token is read, a valid one included.
+// TestGatewayAuthFailuresPerAddress: successful authentications cost the
+// address nothing, however many; once it has used up its failed
+// authentications, its requests are refused (429, -32005, Retry-After)
+// before any token is read, a valid one included.
 func TestGatewayAuthFailuresPerAddress(t *testing.T) {
 	g, _ := authGateway(t, "limits:\n  auth_failures: {per_address: 1/m, burst: 3}\n")
+	for i := range 12 {
+		if r := callAs(g, viewerToken, "fx.echo", map[string]any{}, i); r.status != 200 {
+			t.Fatalf("success %d: HTTP %d %s", i, r.status, r.body)
+		}
+	}
 	for i := range 3 {
 		if r := callAs(g, "wrong-"+fmt.Sprint(i), "fx.echo", map[string]any{}, i); r.status != 401 {
 			t.Fatalf("failure %d: HTTP %d %s", i, r.status, r.body)

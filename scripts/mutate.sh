@@ -542,6 +542,18 @@ mutate gw-auth-failures "failed authentications from one address are not limited
 	'\tif false && blocked {\n\t\tsecs := max' \
 	-- "$e2epkg" 'TestGatewayAuthFailuresPerAddress'
 
+mutate gw-auth-success-counted "a successful authentication counts against its address as a failure" \
+	internal/gateway/front/authn.go \
+	'\tsettle\(err != nil\)' \
+	'\tsettle(true)' \
+	-- "$e2epkg" 'TestGatewayAuthFailuresPerAddress'
+
+mutate gw-auth-held "a token held for a request in flight is counted by another" \
+	internal/gateway/front/authn.go \
+	'e\.lim\.TokensAt\(now\) - float64\(e\.held\)' \
+	'e.lim.TokensAt(now) - 0*float64(e.held)' \
+	-- ./internal/gateway/front 'TestAuthFailureHold'
+
 mutate gw-stream-share "one principal may hold every notification stream" \
 	internal/gateway/front/sessions.go \
 	'\|\|\n\t\ts\.owned\[principal\] >= maxStreamsPerPrincipal \{' \

@@ -71,7 +71,7 @@ func (s *Server) authenticateRequest(r *http.Request, rid, method string) (auth.
 	// when it was good: concurrent guesses from one address cannot all
 	// be read while the bucket still looks full.
 	addr := clientAddress(r)
-	res, blocked, wait := s.failures.reserve(addr)
+	settle, blocked, wait := s.failures.reserve(addr)
 	if blocked {
 		secs := max(1, int(math.Ceil(wait.Seconds())))
 		s.metrics.RateLimited()
@@ -82,10 +82,8 @@ func (s *Server) authenticateRequest(r *http.Request, rid, method string) (auth.
 			message: "Too many requests: too many failed authentications; retry after " + strconv.Itoa(secs) + "s", retryAfter: secs}
 	}
 	p, err := s.authn.Authenticate(r.Context(), r.Header.Values("Authorization"))
+	settle(err != nil)
 	if err == nil {
-		if res != nil {
-			res.Cancel()
-		}
 		return p, nil
 	}
 	ae, _ := err.(*auth.Error)
@@ -174,6 +172,7 @@ type limiters struct {
 type limiter struct {
 	lim  *rate.Limiter
 	seen time.Time
+	held int // tokens reserve holds for outcomes not known yet, under limiters.mu
 }
 
 func newLimiters(every time.Duration, burst int) *limiters {
@@ -206,20 +205,40 @@ func (l *limiters) take(key string) (bool, time.Duration) {
 	return true, 0
 }
 
-// reserve takes one token of key's bucket for an outcome not known yet;
-// the caller cancels the reservation to give it back. blocked, with how
-// long until a token is there, when the bucket is empty.
-func (l *limiters) reserve(key string) (*rate.Reservation, bool, time.Duration) {
+// reserve holds one token of key's bucket for an outcome not known yet:
+// settle(true) spends it, settle(false) gives it back. While it is held
+// no other reservation can count it, so concurrent requests of one
+// address cannot all be read while the bucket still looks full. blocked,
+// with how long until a token is free, when none is.
+//
+// The hold is counted here rather than with a rate.Reservation: a
+// reservation can only be cancelled before its time to act, which for a
+// token taken at once is the moment it was taken, so a good token's
+// reservation could never be given back and every success would have
+// counted as a failure.
+func (l *limiters) reserve(key string) (settle func(failed bool), blocked bool, wait time.Duration) {
 	if l == nil {
-		return nil, false, 0
+		return func(bool) {}, false, 0
 	}
 	now := time.Now()
-	r := l.get(key, now).lim.ReserveN(now, 1)
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return nil, true, d
+	e := l.get(key, now)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if free := e.lim.TokensAt(now) - float64(e.held); free < 1 {
+		wait = time.Duration((1 - free) / float64(e.lim.Limit()) * float64(time.Second))
+		return nil, true, max(wait, time.Millisecond)
 	}
-	return r, false, 0
+	e.held++
+	return func(failed bool) {
+		l.mu.Lock()
+		e.held--
+		l.mu.Unlock()
+		if failed {
+			// Spent even when the bucket emptied meanwhile: a failure
+			// always counts.
+			e.lim.ReserveN(time.Now(), 1)
+		}
+	}, false, 0
 }
 
 func (l *limiters) get(key string, now time.Time) *limiter {
