@@ -3,11 +3,14 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Prompts through the gateway, end to end (docs/gateway-surface.md
@@ -111,6 +114,7 @@ func TestGatewayPrompts(t *testing.T) {
     - {id: a-prompts, prompts: ["a.*"], roles: [admin]}
     - {id: b-prompts, prompts: ["b.*"], roles: ["*"]}
     - {id: every-tool, tools: ["*"], roles: ["*"]}
+  rate: {per_principal: "off"}
 `
 	body := "auth:\n  tokens_env: E2E_TOKENS\n" + pol + fmt.Sprintf("audit: {file: %q}\n", audit) + "log:\n  level: debug\nservers:\n" + servers
 	g := startGatewayWith(t, mark, body, "E2E_TOKENS="+tokensEnv())
@@ -185,6 +189,47 @@ func TestGatewayPrompts(t *testing.T) {
 		t.Errorf("legacy prompts/get: %s", r.body)
 	}
 
+	// The official Go SDK client, in both eras, lists and gets prompts
+	// through the gateway and is refused what the viewer may not get.
+	for _, version := range []string{"", "2025-11-25"} {
+		for _, tc := range []struct {
+			tok  string
+			want []string
+		}{{adminToken, []string{"a.summarize", "b.bad-result", "b.summarize"}}, {viewerToken, []string{"b.bad-result", "b.summarize"}}} {
+			ctx := ctxT(t)
+			client := sdkmcp.NewClient(&sdkmcp.Implementation{Name: "bastion-e2e-gosdk", Version: "1.0.0"}, nil)
+			var opts *sdkmcp.ClientSessionOptions
+			if version != "" {
+				opts = &sdkmcp.ClientSessionOptions{ProtocolVersion: version}
+			}
+			cs, err := client.Connect(ctx, &sdkmcp.StreamableClientTransport{Endpoint: g.url, HTTPClient: &http.Client{Transport: bearerTransport{tc.tok}}}, opts)
+			if err != nil {
+				t.Fatalf("connect %q: %v", version, err)
+			}
+			var names []string
+			for p, err := range cs.Prompts(ctx, nil) {
+				if err != nil {
+					t.Fatalf("prompts/list: %v", err)
+				}
+				names = append(names, p.Name)
+			}
+			if !slices.Equal(names, tc.want) {
+				t.Errorf("Go SDK %q lists %v, want %v", version, names, tc.want)
+			}
+			res, err := cs.GetPrompt(ctx, &sdkmcp.GetPromptParams{Name: "b.summarize", Arguments: map[string]string{"topic": "sdk-topic-value"}})
+			if err != nil || len(res.Messages) != 1 || res.Messages[0].Role != "user" {
+				t.Errorf("Go SDK %q get: %v %+v", version, err, res)
+			} else if text, ok := res.Messages[0].Content.(*sdkmcp.TextContent); !ok || !strings.Contains(text.Text, "of beta") {
+				t.Errorf("Go SDK %q message %+v", version, res.Messages[0].Content)
+			}
+			_, err = cs.GetPrompt(ctx, &sdkmcp.GetPromptParams{Name: "a.summarize", Arguments: map[string]string{"topic": "sdk-topic-value"}})
+			if tc.tok == viewerToken && (err == nil || !strings.Contains(err.Error(), "requires one of the roles admin")) {
+				t.Errorf("Go SDK %q: the viewer's get of a.summarize: %v", version, err)
+			}
+			cs.Close()
+		}
+	}
+
 	// The audit has every decision, by name.
 	b, err := os.ReadFile(audit)
 	if err != nil {
@@ -209,7 +254,7 @@ func TestGatewayPrompts(t *testing.T) {
 	if !denied || !allowed {
 		t.Errorf("audit lacks the denied or the allowed get:\n%s", b)
 	}
-	for _, v := range []string{"secret-topic-value", "tides", "legacy"} {
+	for _, v := range []string{"secret-topic-value", "tides", "legacy", "sdk-topic-value"} {
 		if strings.Contains(string(b), v) || strings.Contains(g.p.stderr.String(), v) {
 			t.Errorf("an argument value (%q) is in the audit or the log", v)
 		}
