@@ -22,6 +22,7 @@ require (
 
 require (
 	github.com/gowebpki/jcs v1.0.2 // tests only: the RFC 8785 reference implementation, oracle of the canonical form a digest is taken of
+	github.com/yosida95/uritemplate/v3 v3.0.2 // RFC 6570 matching of resource templates (the official Go SDK's own choice)
 	go.etcd.io/bbolt v1.4.3 // the admission ledger: one file, transactional, crash-safe
 )
 
@@ -55,7 +56,6 @@ require (
 	github.com/tklauser/go-sysconf v0.4.0 // indirect
 	github.com/tklauser/numcpus v0.12.0 // indirect
 	github.com/valyala/fastjson v1.6.10 // indirect
-	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	github.com/yusufpapurcu/wmi v1.2.4 // indirect
 	golang.org/x/exp v0.0.0-20240823005443-9b4947da3948 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect

@@ -434,6 +434,36 @@ mutate gw-prompt-rules "a rule's tool patterns also decide prompts" \
 	'patterns = append(pol.rules[i].prompts, pol.rules[i].patterns...)' \
 	-- ./internal/gateway/policy 'TestDecidePrompts'
 
+mutate gw-resource-authz "a resources/read the deciding rule refuses is forwarded" \
+	internal/gateway/resource.go \
+	'\tif !d\.Allow \{\n\t\tev\.Outcome' \
+	'\tif false && !d.Allow {\n\t\tev.Outcome' \
+	-- "$e2epkg" 'TestGatewayResources'
+
+mutate gw-resource-list-filter "a caller lists resources no rule lets it read" \
+	internal/gateway/list.go \
+	'return g\.policy\.ListableKind\(pp, policy\.KindResource, server\+":"\+uri\)' \
+	'return true' \
+	-- "$e2epkg" 'TestGatewayResources'
+
+mutate gw-resource-owner "the owner of a URI two servers offer is decided by their names, not the configuration's order" \
+	internal/gateway/catalog/resource.go \
+	'order := slices\.Clone\(c\.order\)' \
+	'order := slices.Clone(names)' \
+	-- "$e2epkg" 'TestGatewayResources'
+
+mutate gw-resource-contents "a resources/read result whose contents lack a uri is relayed" \
+	internal/gateway/resource.go \
+	'if c\.URI == nil \|\| \(c\.Text == nil\) == \(c\.Blob == nil\) \{' \
+	'if false {' \
+	-- "$e2epkg" 'TestGatewayResources'
+
+mutate gw-resource-scan "a resource descriptor is not scanned" \
+	internal/gateway/catalog/resource.go \
+	'r\.Findings = admit\.Scan\(canon, others\)' \
+	'r.Findings = nil' \
+	-- "$e2epkg" 'TestAdmissionResources'
+
 mutate gw-cursor-list "a tools/list cursor is read as a prompts/list cursor" \
 	internal/gateway/list.go \
 	'm\.Write\(\[\]byte\("mcp-bastion " \+ list \+ " cursor' \

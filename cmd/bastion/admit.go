@@ -44,9 +44,10 @@ review works on the ledger: through the running gateway's socket
 (<state_dir>/review.sock) when one runs, so that an approval takes effect
 at once; else on the ledger file, and the next start admits what was
 approved.
-  list      every tool and prompt the ledger holds: status, reason, name,
-            digest (the one waiting for review, or refused, when there is
-            one) and the number of scanner findings on it
+  list      every tool, prompt, resource and template the ledger holds:
+            status, reason, name, digest (the one waiting for review, or
+            refused, when there is one) and the number of scanner findings
+            on it
   show      one record: the descriptor waiting, the scanner's
             findings with their field paths, and for a changed descriptor
             a field-level diff against the pinned one
@@ -56,8 +57,10 @@ approved.
             whenever it is served (a reviewer may still approve it);
             another digest is judged afresh
 
-NAME is a tool's qualified name (docs.search), or prompt: and a prompt's
-qualified name (prompt:docs.summarize), as review list shows it.
+NAME is a tool's qualified name (docs.search), or for another kind the kind,
+a colon and its qualified name: prompt:docs.summarize,
+resource:docs.file:///srv/a.md, template:docs.users://{id} — as review list
+shows it.
 
 --by names the reviewer in the ledger and the audit (default $USER).
 

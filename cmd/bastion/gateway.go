@@ -32,13 +32,16 @@ const gatewayUsage = `Usage: bastion gateway --config FILE [--check] [--stdio]
 Runs the MCP security gateway: one MCP endpoint in front of the downstream
 MCP servers the configuration names (stdio child processes and Streamable
 HTTP endpoints). Every downstream tool is offered under its qualified name
-<server>.<tool>; calls are routed to the server that owns the tool.
+<server>.<tool>; calls are routed to the server that owns the tool. Over
+HTTP, prompts are offered as <server>.<prompt>, and resources under their
+own URIs, each owned by the server listed first in servers: that offers it.
 
 Every request is authenticated (Authorization: Bearer: static tokens of
 auth.tokens or the variable auth.tokens_env names, or JWTs checked against
 auth.jwt's key set; auth: {mode: none} runs without, on loopback only),
-and every tools/call is decided by policy.rules: the first rule whose
-pattern matches the qualified name decides; no matching rule denies.
+and every tools/call, prompts/get and resources/read is decided by
+policy.rules: the first rule with a pattern of that kind (tools:, prompts:,
+resources: "<server>:<uri>") that matches decides; no matching rule denies.
 Decisions go to the audit sink (audit.file, default stderr) as JSON Lines.
 
 Every downstream descriptor passes the admission gate before any caller

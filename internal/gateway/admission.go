@@ -102,12 +102,7 @@ func verdictChanged(a, b admit.Record) bool {
 func admissionEvent(r admit.Record, digest, mode string) audit.Event {
 	e := audit.Event{Kind: audit.KindAdmission, Server: r.Server, Digest: digest,
 		Status: string(r.Status), Reason: r.Reason, Mode: mode}
-	switch r.Kind {
-	case admit.KindPrompt:
-		e.Prompt = r.Qualified
-	default:
-		e.Tool = r.Qualified
-	}
+	audit.Name(&e, string(r.Kind), r.Qualified, r.Name)
 	if r.Status == admit.Admitted && r.Approval != nil {
 		e.Mode = r.Approval.Mode
 	}
@@ -139,7 +134,8 @@ func (g *Gateway) Evidence(ctx context.Context) (evidence.Bundle, error) {
 	b := evidence.Bundle{Snapshot: g.catalog.Snapshot()}
 	for _, st := range g.Status() {
 		s := evidence.Server{Name: st.Name, Outcome: "discovered", Error: st.LastError, Trace: st.Trace,
-			PromptTrace: st.PromptTrace, PromptError: st.PromptError}
+			PromptTrace: st.PromptTrace, PromptError: st.PromptError,
+			ResourceTrace: st.ResourceTrace, TemplateTrace: st.TemplateTrace, ResourceError: st.ResourceError}
 		if d := g.servers[st.Name]; d != nil {
 			srv := d.catalogServer()
 			d.mu.Lock()

@@ -92,14 +92,21 @@ type downstream struct {
 	// when the server does not offer prompts).
 	promptTrace []discover.Page
 	promptErr   string
+	// resourceTrace and resourceErr are the last walk's of the
+	// resource and template lists.
+	resourceTrace, templateTrace []discover.Page
+	resourceErr                  string
 
 	// judgeMu orders the catalog updates of this server: a walk's, and
 	// a shared ledger's re-read of the descriptors it last found.
 	judgeMu   sync.Mutex
 	lastTools []jsontext.Value // under judgeMu; nil before a complete walk
 	// lastPrompts is the last complete prompts/list, under judgeMu; nil
-	// when there is none to judge again.
-	lastPrompts []jsontext.Value
+	// when there is none to judge again. lastResources and
+	// lastTemplates are the last complete resources/list and
+	// resources/templates/list (lastResources nil when there are none).
+	lastPrompts                  []jsontext.Value
+	lastResources, lastTemplates []jsontext.Value
 
 	// rejectedSeen are the rejections the last walk audited (one walk at
 	// a time reads and writes it).
@@ -121,6 +128,7 @@ func New(cfg *config.Config, log *slog.Logger) *Gateway {
 		g.servers[s.Name] = d
 		g.order = append(g.order, s.Name)
 	}
+	g.catalog.SetOrder(g.order)
 	return g
 }
 
@@ -201,10 +209,8 @@ func (d *downstream) reread() {
 	if err := d.g.catalog.Update(d.catalogServer(), d.lastTools); err != nil {
 		d.g.log.Warn("the shared ledger could not be read; none of the server's tools is offered",
 			slog.String("server", d.name), slog.String("error", err.Error()))
-	} else if d.lastPrompts != nil {
-		if err := d.g.catalog.UpdatePrompts(d.catalogServer(), d.lastPrompts); err != nil {
-			d.lastPrompts = nil
-		}
+	} else {
+		d.rejudgeOthers()
 	}
 	// A decision another replica recorded (an approval, a rejection)
 	// changes what this replica offers and holds: its bundle must say
@@ -314,7 +320,11 @@ type ServerStatus struct {
 	// PromptTrace and PromptError are the last prompts/list walk's.
 	PromptTrace []discover.Page
 	PromptError string
-	Stats       *upstream.Stats
+	// ResourceTrace, TemplateTrace and ResourceError are the last
+	// resources/list and resources/templates/list walk's.
+	ResourceTrace, TemplateTrace []discover.Page
+	ResourceError                string
+	Stats                        *upstream.Stats
 }
 
 // Status reports every server, in configuration order.
@@ -329,7 +339,8 @@ func (g *Gateway) Status() []ServerStatus {
 		d := g.servers[name]
 		d.mu.Lock()
 		st := ServerStatus{Name: name, Settled: d.settled, Tools: count[name], LastError: d.lastErr, Trace: d.trace,
-			PromptTrace: d.promptTrace, PromptError: d.promptErr}
+			PromptTrace: d.promptTrace, PromptError: d.promptErr,
+			ResourceTrace: d.resourceTrace, TemplateTrace: d.templateTrace, ResourceError: d.resourceErr}
 		d.mu.Unlock()
 		if d.conn != nil {
 			st.Restarts = d.conn.Restarts()
@@ -365,11 +376,7 @@ func (d *downstream) state(s upstream.State, c *upstream.Client) {
 							d.lastTools = nil
 						}
 					}
-					if d.lastPrompts != nil {
-						if err := d.g.catalog.UpdatePrompts(d.catalogServer(), d.lastPrompts); err != nil {
-							d.lastPrompts = nil
-						}
-					}
+					d.rejudgeOthers()
 					d.judgeMu.Unlock()
 				}
 			}
@@ -403,15 +410,31 @@ func (d *downstream) markReady() {
 func (d *downstream) offerNothing() {
 	d.judgeMu.Lock()
 	defer d.judgeMu.Unlock()
-	d.lastTools, d.lastPrompts = nil, nil
+	d.lastTools, d.lastPrompts, d.lastResources, d.lastTemplates = nil, nil, nil, nil
 	d.g.catalog.Remove(d.name)
+}
+
+// rejudgeOthers judges the server's last prompt, resource and template
+// lists again (a shared ledger's re-read, a changed identity); judgeMu
+// is held. A list the ledger fails on is offered no more.
+func (d *downstream) rejudgeOthers() {
+	if d.lastPrompts != nil {
+		if err := d.g.catalog.UpdatePrompts(d.catalogServer(), d.lastPrompts); err != nil {
+			d.lastPrompts = nil
+		}
+	}
+	if d.lastResources != nil {
+		if err := d.g.catalog.UpdateResources(d.catalogServer(), d.lastResources, d.lastTemplates); err != nil {
+			d.lastResources, d.lastTemplates = nil, nil
+		}
+	}
 }
 
 // notification hears what the downstream says outside a call.
 func (d *downstream) notification(n upstream.Notification) {
 	<-d.started
 	switch n.Method {
-	case "notifications/tools/list_changed", "notifications/prompts/list_changed":
+	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
 		// One walk reads both lists: a change of either is judged with
 		// the server's identity as it is now.
 		d.discover()
@@ -541,7 +564,90 @@ func (d *downstream) walk() {
 			slog.String("server", d.name), slog.Int("held", held))
 	}
 	d.walkPrompts(lim)
+	d.walkResources(lim)
 	d.auditRejections()
+}
+
+// walkResources reads the server's whole resources/list and
+// resources/templates/list, when its handshake said it offers resources,
+// and updates the catalog: all of them, or, when either list cannot be
+// completed or judged, none — its tools and prompts are not touched.
+func (d *downstream) walkResources(lim discover.Limits) {
+	d.mu.Lock()
+	offers := offersCapability(d.info.Capabilities, "resources")
+	d.mu.Unlock()
+	if !offers {
+		d.judgeMu.Lock()
+		d.lastResources, d.lastTemplates = nil, nil
+		d.g.catalog.RemoveResources(d.name)
+		d.judgeMu.Unlock()
+		d.mu.Lock()
+		d.resourceTrace, d.templateTrace, d.resourceErr = nil, nil, ""
+		d.mu.Unlock()
+		return
+	}
+	walk := func(method, member string) discover.Result {
+		return discover.WalkList(d.g.ctx, discover.ListerFunc(func(ctx context.Context, params []byte) (jsontext.Value, error) {
+			return d.conn.Call(ctx, method, params, upstream.CallOptions{})
+		}), member, lim)
+	}
+	res := walk("resources/list", "resources")
+	var tmpl discover.Result
+	if res.Err == nil {
+		tmpl = walk("resources/templates/list", "resourceTemplates")
+	}
+	if d.g.ctx.Err() != nil {
+		return
+	}
+	d.judgeMu.Lock()
+	err := errors.Join(res.Err, tmpl.Err)
+	if err == nil {
+		err = d.g.catalog.UpdateResources(d.catalogServer(), res.Tools, tmpl.Tools)
+	}
+	d.lastResources, d.lastTemplates = res.Tools, tmpl.Tools
+	if d.lastResources == nil {
+		d.lastResources = []jsontext.Value{}
+	}
+	if err != nil {
+		d.lastResources, d.lastTemplates = nil, nil
+		d.g.catalog.RemoveResources(d.name)
+	}
+	d.judgeMu.Unlock()
+	d.mu.Lock()
+	d.resourceTrace, d.templateTrace, d.resourceErr = res.Trace, tmpl.Trace, ""
+	if err != nil {
+		d.resourceErr = err.Error()
+	}
+	d.mu.Unlock()
+	if err != nil {
+		d.g.log.Warn("the resource lists of a downstream could not be read whole; none of its resources is offered",
+			slog.String("server", d.name), slog.String("error", err.Error()))
+		return
+	}
+	snap := d.g.catalog.Snapshot()
+	resources, templates, held, shadowed := 0, 0, 0, 0
+	for _, r := range snap.Resources {
+		if r.Server == d.name {
+			resources++
+		}
+	}
+	for _, t := range snap.Templates {
+		if t.Server == d.name {
+			templates++
+		}
+	}
+	for _, r := range snap.Held {
+		if r.Server == d.name && (r.Kind == admit.KindResource || r.Kind == admit.KindTemplate) && r.Status != admit.Removed {
+			held++
+		}
+	}
+	for _, sh := range snap.Shadowed {
+		if sh.Server == d.name || sh.Owner == d.name {
+			shadowed++
+		}
+	}
+	d.g.log.Info("downstream resources discovered", slog.String("server", d.name), slog.Int("resources", resources),
+		slog.Int("templates", templates), slog.Int("held", held), slog.Int("shadowed", shadowed))
 }
 
 // auditRejections audits each rejected descriptor of the server, tool or
@@ -561,11 +667,23 @@ func (d *downstream) auditRejections() {
 		}
 		e := audit.Event{Kind: audit.KindAdmission, Server: d.name, Digest: hex.EncodeToString(sum[:]),
 			Status: "rejected", Category: r.Category, Mode: d.g.cfg.Admission.FirstUse}
-		if r.Kind == admit.KindPrompt {
-			e.Prompt = r.Qualified
-		} else {
-			e.Tool = r.Qualified
+		audit.Name(&e, string(r.Kind), r.Qualified, r.Name)
+		d.g.audit.Record(e)
+	}
+	// A resource another server owns is audited once too, with both
+	// servers' names (decision 19).
+	for _, sh := range d.g.catalog.Snapshot().Shadowed {
+		if sh.Server != d.name {
+			continue
 		}
+		key := "shadowed\x00" + string(sh.Kind) + "\x00" + sh.URI + "\x00" + sh.Owner
+		seen[key] = true
+		if d.rejectedSeen[key] {
+			continue
+		}
+		e := audit.Event{Kind: audit.KindAdmission, Server: d.name, Status: "shadowed", Reason: "owned_by:" + sh.Owner,
+			Mode: d.g.cfg.Admission.FirstUse}
+		audit.Name(&e, string(sh.Kind), d.name+"."+sh.URI, sh.URI)
 		d.g.audit.Record(e)
 	}
 	d.rejectedSeen = seen

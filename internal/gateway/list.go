@@ -41,6 +41,8 @@ type View struct {
 	Allow func(qualified string) bool
 	// AllowPrompt says which prompts it sees (nil: every prompt).
 	AllowPrompt func(qualified string) bool
+	// AllowResource says which resources it sees (nil: every one).
+	AllowResource func(server, uri string) bool
 }
 
 // ViewOf returns p's view: under filter_tools_list, the tools some rule
@@ -51,6 +53,9 @@ func (g *Gateway) ViewOf(p auth.Principal) View {
 		pp := p.Policy()
 		v.Allow = func(q string) bool { return g.policy.Listable(pp, q) }
 		v.AllowPrompt = func(q string) bool { return g.policy.ListableKind(pp, policy.KindPrompt, q) }
+		v.AllowResource = func(server, uri string) bool {
+			return g.policy.ListableKind(pp, policy.KindResource, server+":"+uri)
+		}
 	}
 	return v
 }

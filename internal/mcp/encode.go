@@ -39,7 +39,12 @@ type Encoder struct {
 // EncoderOption configures an Encoder.
 type EncoderOption func(*encoderOptions)
 
-type encoderOptions struct{ listChanged, prompts bool }
+type encoderOptions struct{ listChanged, prompts, resources bool }
+
+// ResourcesListChanged advertises resources with listChanged (and
+// without subscribe): the server relays resources/list,
+// resources/templates/list and resources/read.
+func ResourcesListChanged() EncoderOption { return func(o *encoderOptions) { o.resources = true } }
 
 // PromptsListChanged advertises prompts with listChanged: the server
 // relays prompts/list and prompts/get, and its prompt list can change
@@ -72,6 +77,9 @@ func NewEncoder(info Implementation, instructions string, tools []tool.Descripto
 	caps := map[string]any{"tools": map[string]any{"listChanged": o.listChanged}}
 	if o.prompts {
 		caps["prompts"] = map[string]any{"listChanged": true}
+	}
+	if o.resources {
+		caps["resources"] = map[string]any{"listChanged": true}
 	}
 	for _, v := range AllVersions() {
 		f := FeaturesOf(v)

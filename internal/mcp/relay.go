@@ -315,3 +315,115 @@ func (e *Encoder) AppendRelayedPrompt(dst []byte, version, description string, m
 	}
 	return append(dst, '}')
 }
+
+// RawResource is a relayed resource descriptor, read.
+type RawResource struct {
+	URI, Name, Title, Description, MimeType string
+	// Annotations, Size and Icons are raw JSON, nil when absent.
+	Annotations, Size, Icons jsontext.Value
+}
+
+// RawTemplate is a relayed resource template descriptor, read.
+type RawTemplate struct {
+	URITemplate, Name, Title, Description, MimeType string
+	// Annotations and Icons are raw JSON, nil when absent.
+	Annotations, Icons jsontext.Value
+}
+
+// appendResourceCommon appends what resources and templates share after
+// their locator: name, title, description, mimeType, annotations, icons.
+func appendResourceCommon(b []byte, f Features, name, title, description, mimeType string, annotations, icons jsontext.Value) []byte {
+	b = append(b, `,"name":`...)
+	b, _ = jsontext.AppendQuote(b, name)
+	b = appendTitleDescription(b, f, title, description)
+	if mimeType != "" {
+		b = append(b, `,"mimeType":`...)
+		b, _ = jsontext.AppendQuote(b, mimeType)
+	}
+	if len(annotations) > 0 && annotations.Kind() == '{' {
+		b = append(b, `,"annotations":`...)
+		b = appendCompact(b, annotations)
+	}
+	if f.Icons && len(icons) > 0 && icons.Kind() == '[' {
+		b = append(b, `,"icons":`...)
+		b = appendCompact(b, icons)
+	}
+	return b
+}
+
+// RelayedResourcesList renders a resources/list result for version.
+func (e *Encoder) RelayedResourcesList(version string, resources []RawResource, page ListPage) []byte {
+	f := FeaturesOf(version)
+	b := []byte(`{"resources":[`)
+	for i, r := range resources {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"uri":`...)
+		b, _ = jsontext.AppendQuote(b, r.URI)
+		b = appendResourceCommon(b, f, r.Name, r.Title, r.Description, r.MimeType, r.Annotations, r.Icons)
+		if f.Annotations && len(r.Size) > 0 && r.Size.Kind() == '0' {
+			b = append(b, `,"size":`...)
+			b = appendCompact(b, r.Size)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	return e.finishPage(b, f, version, page)
+}
+
+// RelayedTemplatesList renders a resources/templates/list result for
+// version.
+func (e *Encoder) RelayedTemplatesList(version string, templates []RawTemplate, page ListPage) []byte {
+	f := FeaturesOf(version)
+	b := []byte(`{"resourceTemplates":[`)
+	for i, t := range templates {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"uriTemplate":`...)
+		b, _ = jsontext.AppendQuote(b, t.URITemplate)
+		b = appendResourceCommon(b, f, t.Name, t.Title, t.Description, t.MimeType, t.Annotations, t.Icons)
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	return e.finishPage(b, f, version, page)
+}
+
+// ResourceContents is one checked element of a resources/read result.
+type ResourceContents struct {
+	URI, MimeType string
+	// Text or Blob (base64) is set, never both.
+	Text, Blob *string
+}
+
+// AppendRelayedContents appends a relayed resources/read result for
+// version, re-encoded from its checked contents.
+func (e *Encoder) AppendRelayedContents(dst []byte, version string, contents []ResourceContents) []byte {
+	f := FeaturesOf(version)
+	dst = append(dst, `{"contents":[`...)
+	for i, c := range contents {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"uri":`...)
+		dst, _ = jsontext.AppendQuote(dst, c.URI)
+		if c.MimeType != "" {
+			dst = append(dst, `,"mimeType":`...)
+			dst, _ = jsontext.AppendQuote(dst, c.MimeType)
+		}
+		if c.Text != nil {
+			dst = append(dst, `,"text":`...)
+			dst, _ = jsontext.AppendQuote(dst, *c.Text)
+		} else if c.Blob != nil {
+			dst = append(dst, `,"blob":`...)
+			dst, _ = jsontext.AppendQuote(dst, *c.Blob)
+		}
+		dst = append(dst, '}')
+	}
+	dst = append(dst, ']')
+	if f.Modern {
+		dst = append(dst, e.modernMeta...)
+	}
+	return append(dst, '}')
+}

@@ -34,6 +34,12 @@
 //	                   listed name with one user message naming the prompt
 //	                   and its arguments (a prompt named bad-result answers
 //	                   with a message of role "system")
+//	FIXTURE_RESOURCES  a file holding {"resources":[…],"resourceTemplates":[…]}:
+//	                   the server then declares resources, lists both (read
+//	                   again on every list) and answers resources/read of
+//	                   a listed URI, or of one that begins with a template's
+//	                   text before its first "{", with one text naming the
+//	                   URI and the server ("bad://…" answers without a uri)
 //
 // Tools, whatever they are named in FIXTURE_TOOLS, behave by name:
 // echo (returns its arguments), slow (sleeps arguments.ms), hang (until
@@ -80,6 +86,7 @@ type server struct {
 	descs   string   // FIXTURE_DESCRIPTORS
 	listed  []string // what the current listing read of it, under mu
 	prompts string   // FIXTURE_PROMPTS
+	res     string   // FIXTURE_RESOURCES
 
 	cancelled sync.Map // id (raw) → chan struct{}
 	subs      []string // the raw ids of open subscriptions/listen requests, under mu
@@ -96,6 +103,7 @@ func main() {
 		name:    envOr("FIXTURE_NAME", "mcpfixture"),
 		descs:   os.Getenv("FIXTURE_DESCRIPTORS"),
 		prompts: os.Getenv("FIXTURE_PROMPTS"),
+		res:     os.Getenv("FIXTURE_RESOURCES"),
 	}
 	if p := os.Getenv("FIXTURE_PIDFILE"); p != "" {
 		if err := os.WriteFile(p, []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
@@ -246,6 +254,19 @@ func (s *server) handle(m msg) {
 		s.result(m.ID, `{"prompts":`+string(b)+`}`)
 	case "prompts/get":
 		s.getPrompt(m)
+	case "resources/list", "resources/templates/list":
+		lists, err := s.readResources()
+		if err != nil {
+			s.fail(m.ID, -32603, "FIXTURE_RESOURCES: "+err.Error())
+			return
+		}
+		if m.Method == "resources/list" {
+			s.result(m.ID, `{"resources":`+string(orEmpty(lists.Resources))+`}`)
+		} else {
+			s.result(m.ID, `{"resourceTemplates":`+string(orEmpty(lists.Templates))+`}`)
+		}
+	case "resources/read":
+		s.readResource(m)
 	default:
 		s.fail(m.ID, -32601, "Method not found")
 	}
@@ -253,10 +274,79 @@ func (s *server) handle(m msg) {
 
 // capabilities is the handshake's capabilities object.
 func (s *server) capabilities() string {
+	caps := `{"tools":{"listChanged":true}`
 	if s.prompts != "" {
-		return `{"tools":{"listChanged":true},"prompts":{"listChanged":true}}`
+		caps += `,"prompts":{"listChanged":true}`
 	}
-	return `{"tools":{"listChanged":true}}`
+	if s.res != "" {
+		caps += `,"resources":{"listChanged":true}`
+	}
+	return caps + "}"
+}
+
+type resourceLists struct {
+	Resources []json.RawMessage `json:"resources"`
+	Templates []json.RawMessage `json:"resourceTemplates"`
+}
+
+func orEmpty(v []json.RawMessage) []byte {
+	if v == nil {
+		return []byte("[]")
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func (s *server) readResources() (resourceLists, error) {
+	var l resourceLists
+	if s.res == "" {
+		return l, fmt.Errorf("not set")
+	}
+	b, err := os.ReadFile(s.res)
+	if err != nil {
+		return l, err
+	}
+	return l, json.Unmarshal(b, &l)
+}
+
+// readResource answers a resources/read of a listed URI, or of one a
+// template's literal start begins.
+func (s *server) readResource(m msg) {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	lists, err := s.readResources()
+	if err != nil || json.Unmarshal(m.Params, &p) != nil {
+		s.fail(m.ID, -32602, "Invalid params")
+		return
+	}
+	found := false
+	for _, r := range lists.Resources {
+		var d struct {
+			URI string `json:"uri"`
+		}
+		found = found || (json.Unmarshal(r, &d) == nil && d.URI == p.URI)
+	}
+	for _, r := range lists.Templates {
+		var d struct {
+			T string `json:"uriTemplate"`
+		}
+		if json.Unmarshal(r, &d) == nil {
+			lit, _, _ := strings.Cut(d.T, "{")
+			found = found || strings.HasPrefix(p.URI, lit)
+		}
+	}
+	if !found {
+		s.fail(m.ID, -32002, "Resource not found")
+		return
+	}
+	text, _ := json.Marshal(fmt.Sprintf("resource %s of %s", p.URI, s.name))
+	uri, _ := json.Marshal(p.URI)
+	if strings.HasPrefix(p.URI, "bad://") {
+		s.result(m.ID, fmt.Sprintf(`{"contents":[{"text":%s}]}`, text))
+		return
+	}
+	s.result(m.ID, fmt.Sprintf(`{"contents":[{"uri":%s,"mimeType":"text/plain","text":%s}]}`, uri, text))
 }
 
 func (s *server) readPrompts() ([]json.RawMessage, error) {

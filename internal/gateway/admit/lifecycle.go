@@ -117,14 +117,18 @@ type Candidate struct {
 }
 
 // Kind is what a ledger record pins: a tool (the zero value, which is
-// what every record written before prompts were admitted is) or a
-// prompt (docs/gateway-surface.md decision 17).
+// what every record written before prompts were admitted is), a prompt,
+// a resource or a resource template (docs/gateway-surface.md decisions
+// 17 and 19). A resource's qualified name is <server>.<uri>, a
+// template's <server>.<uriTemplate>.
 type Kind string
 
 // Kinds.
 const (
-	KindTool   Kind = ""
-	KindPrompt Kind = "prompt"
+	KindTool     Kind = ""
+	KindPrompt   Kind = "prompt"
+	KindResource Kind = "resource"
+	KindTemplate Kind = "template"
 )
 
 // Key is the ledger key of the kind's record named qualified
@@ -153,8 +157,11 @@ func Ref(kind Kind, qualified string) string {
 
 // KeyOfRef is the ledger key of the record a reviewer named by ref.
 func KeyOfRef(ref string) string {
-	if k, q, ok := strings.Cut(ref, ":"); ok && Kind(k) == KindPrompt {
-		return Key(KindPrompt, q)
+	if k, q, ok := strings.Cut(ref, ":"); ok {
+		switch Kind(k) {
+		case KindPrompt, KindResource, KindTemplate:
+			return Key(Kind(k), q)
+		}
 	}
 	return ref
 }

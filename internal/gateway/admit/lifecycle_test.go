@@ -169,6 +169,8 @@ func TestKeys(t *testing.T) {
 		{KindTool, "docs.a.b", "docs.a.b", "docs.a.b"},
 		{KindPrompt, "docs.search", "docs.prompt:search", "prompt:docs.search"},
 		{KindPrompt, "docs.a.b", "docs.prompt:a.b", "prompt:docs.a.b"},
+		{KindResource, "docs.file:///srv/a.md", "docs.resource:file:///srv/a.md", "resource:docs.file:///srv/a.md"},
+		{KindTemplate, "docs.file:///srv/{name}", "docs.template:file:///srv/{name}", "template:docs.file:///srv/{name}"},
 	}
 	for _, tc := range cases {
 		if got := Key(tc.kind, tc.qualified); got != tc.key {

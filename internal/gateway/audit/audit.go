@@ -47,6 +47,11 @@ type Event struct {
 	// Prompt is the qualified prompt name of a prompts/get, or of a
 	// prompt's admission event.
 	Prompt string `json:"prompt,omitempty"`
+	// Resource is the URI of a resources/read routed to an admitted
+	// resource, the template of one routed by a template (the URI read
+	// may carry a caller's values), or the URI or template of an
+	// admission event.
+	Resource string `json:"resource,omitempty"`
 	// Arguments are the names of a prompts/get's arguments — names only,
 	// as a tools/call's arguments are not audited at all.
 	Arguments []string `json:"arguments,omitempty"`
@@ -70,6 +75,20 @@ type Event struct {
 	Status   string `json:"status,omitempty"`
 	Category string `json:"category,omitempty"`
 	Mode     string `json:"mode,omitempty"`
+}
+
+// Name sets the field of e that names a descriptor of kind: Tool or
+// Prompt to its qualified name, Resource to a resource's URI or a
+// template (name, the downstream's own).
+func Name(e *Event, kind, qualified, name string) {
+	switch kind {
+	case "prompt":
+		e.Prompt = qualified
+	case "resource", "template":
+		e.Resource = name
+	default:
+		e.Tool = qualified
+	}
 }
 
 // Header is one mirrored header of a call: its name and the encoding

@@ -125,12 +125,20 @@ func (t *Tool) entry() Entry {
 // Snapshot is the catalog at one revision. It is immutable.
 type Snapshot struct {
 	// Revision increases with every change of the tools offered;
-	// PromptRevision with every change of the prompts offered.
-	Revision, PromptRevision uint64
+	// PromptRevision with every change of the prompts offered;
+	// ResourceRevision with every change of the resources or templates.
+	Revision, PromptRevision, ResourceRevision uint64
 	// Tools are the admitted tools, sorted by qualified name.
 	Tools []*Tool
 	// Prompts are the admitted prompts, sorted by qualified name.
 	Prompts []*Prompt
+	// Resources are the admitted resources each URI's owner offers,
+	// sorted by URI; Templates the admitted templates, in routing order
+	// (servers in configuration order, each server's in its listed
+	// order). Shadowed are those another server owns.
+	Resources []*Resource
+	Templates []*Template
+	Shadowed  []Shadowed
 	// Rejected are the descriptors refused, by server, then kind, then
 	// index.
 	Rejected []Rejected
@@ -140,6 +148,27 @@ type Snapshot struct {
 	Held     []admit.Record
 	byName   map[string]*Tool
 	byPrompt map[string]*Prompt
+	byURI    map[string]*Resource
+}
+
+// LookupResource returns the admitted resource of uri.
+func (s *Snapshot) LookupResource(uri string) (*Resource, bool) {
+	r, ok := s.byURI[uri]
+	return r, ok
+}
+
+// Route finds what serves a read of uri: the resource of exactly that
+// URI, else the first template that matches it (decision 20).
+func (s *Snapshot) Route(uri string) (*Resource, *Template) {
+	if r, ok := s.byURI[uri]; ok {
+		return r, nil
+	}
+	for _, t := range s.Templates {
+		if t.Matches(uri) {
+			return nil, t
+		}
+	}
+	return nil, nil
 }
 
 // Lookup returns the tool with qualified name q.
@@ -161,6 +190,7 @@ type Catalog struct {
 	opts  admit.Options
 
 	mu      sync.Mutex
+	order   []string // configured servers, in configuration order
 	servers map[string]serverTools
 	subs    map[admit.Kind][]chan struct{}
 
@@ -175,8 +205,9 @@ type serverTools struct {
 	// bytes, for the next check to reuse.
 	byRaw map[[32]byte]*Tool
 	// prompts is the server's prompt list as last judged (nil before
-	// one, or after it failed).
-	prompts *serverPrompts
+	// one, or after it failed); resources its resources and templates.
+	prompts   *serverPrompts
+	resources *serverResources
 }
 
 // New returns an empty catalog that checks descriptors with opts and
@@ -186,7 +217,7 @@ func New(judge Judge, opts admit.Options) *Catalog {
 		opts.Schemas = &admit.SchemaCache{}
 	}
 	c := &Catalog{judge: judge, opts: opts, servers: map[string]serverTools{}, subs: map[admit.Kind][]chan struct{}{}}
-	c.current.Store(&Snapshot{byName: map[string]*Tool{}, byPrompt: map[string]*Prompt{}})
+	c.current.Store(&Snapshot{byName: map[string]*Tool{}, byPrompt: map[string]*Prompt{}, byURI: map[string]*Resource{}})
 	return c
 }
 
@@ -248,7 +279,7 @@ func (c *Catalog) Update(srv Server, descriptors []jsontext.Value) error {
 	slices.SortFunc(st.held, func(a, b admit.Record) int { return strings.Compare(a.Qualified, b.Qualified) })
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st.prompts = c.servers[srv.Name].prompts
+	st.prompts, st.resources = c.servers[srv.Name].prompts, c.servers[srv.Name].resources
 	c.servers[srv.Name] = st
 	c.publish()
 	return nil
@@ -268,8 +299,8 @@ func (c *Catalog) Remove(server string) {
 // publish builds and stores the next snapshot; c.mu is held.
 func (c *Catalog) publish() {
 	prev := c.current.Load()
-	next := &Snapshot{Revision: prev.Revision + 1, PromptRevision: prev.PromptRevision + 1,
-		byName: map[string]*Tool{}, byPrompt: map[string]*Prompt{}}
+	next := &Snapshot{Revision: prev.Revision + 1, PromptRevision: prev.PromptRevision + 1, ResourceRevision: prev.ResourceRevision + 1,
+		byName: map[string]*Tool{}, byPrompt: map[string]*Prompt{}, byURI: map[string]*Resource{}}
 	names := make([]string, 0, len(c.servers))
 	for name := range c.servers {
 		names = append(names, name)
@@ -290,10 +321,15 @@ func (c *Catalog) publish() {
 	for _, p := range next.Prompts {
 		next.byPrompt[p.Qualified] = p
 	}
-	changed := map[admit.Kind]bool{admit.KindTool: true, admit.KindPrompt: true}
+	c.publishResources(next, names)
+	changed := map[admit.Kind]bool{admit.KindTool: true, admit.KindPrompt: true, admit.KindResource: true}
 	if samePrompts(prev.Prompts, next.Prompts) {
 		next.PromptRevision = prev.PromptRevision
 		changed[admit.KindPrompt] = false
+	}
+	if sameResources(prev, next) {
+		next.ResourceRevision = prev.ResourceRevision
+		changed[admit.KindResource] = false
 	}
 	slices.SortFunc(next.Tools, func(a, b *Tool) int {
 		switch {

@@ -160,7 +160,7 @@ func (v *validator) policy(c *Config) {
 func (c *Config) PolicyRules() []policy.Rule {
 	out := make([]policy.Rule, len(c.Policy.Rules))
 	for i, r := range c.Policy.Rules {
-		out[i] = policy.Rule{ID: r.ID, Tools: r.Tools, Prompts: r.Prompts, Roles: r.Roles, When: r.When}
+		out[i] = policy.Rule{ID: r.ID, Tools: r.Tools, Prompts: r.Prompts, Resources: r.Resources, Roles: r.Roles, When: r.When}
 	}
 	return out
 }

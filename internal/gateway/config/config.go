@@ -184,8 +184,11 @@ type Rule struct {
 	// Prompts are patterns over qualified prompt names; a rule that
 	// names only tools grants no prompt, and the reverse.
 	Prompts []string `yaml:"prompts"`
-	Roles   []string `yaml:"roles"`
-	When    string   `yaml:"when"`
+	// Resources are patterns over <server>:<uri> (a read is decided on
+	// the URI read, not on the template that routed it).
+	Resources []string `yaml:"resources"`
+	Roles     []string `yaml:"roles"`
+	When      string   `yaml:"when"`
 }
 
 // Rate is a token bucket per principal.

@@ -15,6 +15,9 @@
 //	rejected.json     qualified name (or server and index), category, detail, raw descriptor
 //	quarantined.json  held after approval: reason, findings, diff against the pin
 //	review.json       waiting for a first review: reason, findings
+//	shadowed.json     resources and templates not offered because a server
+//	                  listed before theirs in the configuration owns their
+//	                  URI: kind, uri, owner, server
 //	ledger.json       reference (a tool's qualified name, prompt:<qualified>)
 //	                  → digest, publisher, identity, approved_at, status
 //
@@ -48,6 +51,12 @@ type Server struct {
 	// the server offers no prompts); PromptError why it failed.
 	PromptTrace []discover.Page `json:"-"`
 	PromptError string          `json:"prompt_error,omitempty"`
+	// ResourceTrace and TemplateTrace are the walks of its
+	// resources/list and resources/templates/list; ResourceError why
+	// they failed.
+	ResourceTrace []discover.Page `json:"-"`
+	TemplateTrace []discover.Page `json:"-"`
+	ResourceError string          `json:"resource_error,omitempty"`
 	// Identity is what the server reported of itself at its last
 	// handshake, as pinned with its tools; Instructions are its
 	// instructions (never relayed to callers) and InstructionFindings the
@@ -113,9 +122,14 @@ func Write(dir string, b Bundle) error {
 				return fmt.Errorf("evidence: %w", err)
 			}
 		}
-		for _, p := range s.PromptTrace {
-			if err := enc.Encode(traceLine{Server: s.Name, List: "prompts/list", Page: p}); err != nil {
-				return fmt.Errorf("evidence: %w", err)
+		for _, l := range []struct {
+			list  string
+			pages []discover.Page
+		}{{"prompts/list", s.PromptTrace}, {"resources/list", s.ResourceTrace}, {"resources/templates/list", s.TemplateTrace}} {
+			for _, p := range l.pages {
+				if err := enc.Encode(traceLine{Server: s.Name, List: l.list, Page: p}); err != nil {
+					return fmt.Errorf("evidence: %w", err)
+				}
 			}
 		}
 	}
@@ -142,6 +156,7 @@ func Write(dir string, b Bundle) error {
 	}
 	adm := []admitted{}
 	rejected := []catalog.Rejected{}
+	shadowed := []catalog.Shadowed{}
 	if b.Snapshot != nil {
 		for _, t := range b.Snapshot.Tools {
 			adm = append(adm, admitted{Qualified: t.Qualified, Server: t.Server, Name: t.Name, Digest: t.Digest, Approval: approvals[t.Qualified]})
@@ -151,6 +166,17 @@ func Write(dir string, b Bundle) error {
 			adm = append(adm, admitted{Kind: admit.KindPrompt, Qualified: p.Qualified, Server: p.Server, Name: p.Name,
 				Digest: p.Digest, Approval: approvals[ref]})
 		}
+		for _, r := range b.Snapshot.Resources {
+			q := r.Server + "." + r.URI
+			adm = append(adm, admitted{Kind: admit.KindResource, Qualified: q, Server: r.Server, Name: r.URI,
+				Digest: r.Digest, Approval: approvals[admit.Ref(admit.KindResource, q)]})
+		}
+		for _, t := range b.Snapshot.Templates {
+			q := t.Server + "." + t.URITemplate
+			adm = append(adm, admitted{Kind: admit.KindTemplate, Qualified: q, Server: t.Server, Name: t.URITemplate,
+				Digest: t.Digest, Approval: approvals[admit.Ref(admit.KindTemplate, q)]})
+		}
+		shadowed = append(shadowed, b.Snapshot.Shadowed...)
 		rejected = append(rejected, b.Snapshot.Rejected...)
 	}
 	servers := b.Servers
@@ -163,6 +189,7 @@ func Write(dir string, b Bundle) error {
 	}{
 		{"servers.json", servers}, {"admitted.json", adm}, {"rejected.json", rejected},
 		{"quarantined.json", quarantined}, {"review.json", pending}, {"ledger.json", ledger},
+		{"shadowed.json", shadowed},
 	}
 	if err := replace(dir, "page-trace.jsonl", trace.Bytes()); err != nil {
 		return err

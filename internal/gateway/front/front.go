@@ -93,7 +93,7 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	enc, err := mcp.NewEncoder(opts.Info, Instructions, nil, mcp.ToolsListChanged(), mcp.PromptsListChanged())
+	enc, err := mcp.NewEncoder(opts.Info, Instructions, nil, mcp.ToolsListChanged(), mcp.PromptsListChanged(), mcp.ResourcesListChanged())
 	if err != nil {
 		return nil, fmt.Errorf("front: %w", err)
 	}
@@ -178,6 +178,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, signals <-chan os.S
 	defer s.g.Catalog().Unsubscribe(changes)
 	promptChanges := s.g.Catalog().Changed(admit.KindPrompt)
 	defer s.g.Catalog().Unsubscribe(promptChanges)
+	resourceChanges := s.g.Catalog().Changed(admit.KindResource)
+	defer s.g.Catalog().Unsubscribe(resourceChanges)
 	fanout := make(chan struct{})
 	go func() {
 		defer close(fanout)
@@ -187,6 +189,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, signals <-chan os.S
 				s.sessions.broadcast(changedTools)
 			case <-promptChanges:
 				s.sessions.broadcast(changedPrompts)
+			case <-resourceChanges:
+				s.sessions.broadcast(changedResources)
 			case <-s.stopping:
 				return
 			}

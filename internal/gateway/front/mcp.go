@@ -304,6 +304,20 @@ func (x *exchange) headersAgree(m *jsonrpc.Message) (int, *jsonrpc.Error) {
 	case len(h.Values(hdrMethod)) != 1 || h.Get(hdrMethod) != m.Method:
 		return mismatch("the Mcp-Method header does not match the method")
 	}
+	if m.Method == "resources/read" {
+		var p struct {
+			URI *string `json:"uri"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		if p.URI == nil {
+			return 0, nil
+		}
+		got, ok := decodeHeaderValue(h.Get(hdrName))
+		if len(h.Values(hdrName)) != 1 || !ok || got != *p.URI {
+			return mismatch("the Mcp-Name header does not match params.uri")
+		}
+		return 0, nil
+	}
 	if m.Method == "tools/call" || m.Method == "prompts/get" {
 		var p struct {
 			Name *string `json:"name"`
@@ -470,8 +484,65 @@ func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress fun
 		return ok(res)
 	case "prompts/get":
 		return x.getPrompt(ctx, m)
+	case "resources/list", "resources/templates/list":
+		var p struct {
+			Cursor *string        `json:"cursor"`
+			Meta   jsontext.Value `json:"_meta"`
+		}
+		if m.Params != nil {
+			if err := json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)); err != nil {
+				return fail(http.StatusOK, jsonrpc.CodeInvalidParams, "Invalid params: params do not match "+m.Method)
+			}
+		}
+		list := s.lister.ListResources
+		if m.Method == "resources/templates/list" {
+			list = s.lister.ListTemplates
+		}
+		res, err := list(x.version, p.Cursor, s.g.ViewOf(x.p))
+		if err != nil {
+			return reply{msg: jsonrpc.AppendError(nil, err.RPC(m.ID)), status: err.Status}
+		}
+		return ok(res)
+	case "resources/read":
+		return x.readResource(ctx, m)
 	}
 	return fail(http.StatusOK, jsonrpc.CodeMethodNotFound, "Method not found: "+problem.Quote(m.Method))
+}
+
+// readResource answers a resources/read: its params strictly, then the
+// gateway's routing and authorization.
+func (x *exchange) readResource(ctx context.Context, m *jsonrpc.Message) reply {
+	s := x.s
+	var p struct {
+		URI  *string        `json:"uri"`
+		Meta jsontext.Value `json:"_meta"`
+	}
+	if m.Params == nil || json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)) != nil || p.URI == nil {
+		return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: params do not match resources/read")), status: http.StatusOK}
+	}
+	start := time.Now()
+	outcome := "ok"
+	defer func() {
+		// The URI read may carry a caller's values: the log has its
+		// outcome, not the URI.
+		s.log.Info("resources/read", slog.String("request_id", x.rid), slog.String("id", problem.Cap(m.ID.String())),
+			slog.String("outcome", outcome), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
+	}()
+	contents, err := s.g.ReadResource(ctx, gateway.ResourceRead{URI: *p.URI, RequestID: x.rid, Principal: x.p})
+	var gwErr *gateway.Error
+	switch {
+	case err == nil:
+		return reply{msg: jsonrpc.AppendResult(nil, m.ID, s.enc.AppendRelayedContents(nil, x.version, contents)), status: http.StatusOK}
+	case errors.As(err, &gwErr):
+		outcome = "error_" + strconv.Itoa(gwErr.Code)
+		return reply{msg: jsonrpc.AppendError(nil, gwErr.RPC(m.ID)), status: gwErr.Status}
+	case ctx.Err() != nil:
+		outcome = "cancelled"
+		return reply{}
+	}
+	outcome = "internal_error"
+	s.log.Error("resources/read failed", slog.String("request_id", x.rid), slog.String("error", err.Error()))
+	return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError, "Internal error")), status: http.StatusInternalServerError}
 }
 
 // getPrompt answers a prompts/get: its params strictly, the arguments
@@ -787,6 +858,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 			if what&changedPrompts != 0 {
 				ev.send([]byte(`{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}`))
 			}
+			if what&changedResources != 0 {
+				ev.send([]byte(`{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}`))
+			}
 		case <-r.Context().Done():
 			return
 		}
@@ -827,9 +901,9 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 	}
 	defer x.s.sessions.unstream("", ch)
 	ev := startEvents(w)
-	// The gateway honours the two list filters; it has no resources to
-	// subscribe to, so the acknowledgement leaves those out.
-	want.Resources, want.ResourceSubscriptions = false, false
+	// The gateway honours the three list filters; it does not relay
+	// resource subscriptions yet, so the acknowledgement leaves them out.
+	want.ResourceSubscriptions = false
 	ev.send(mcp.SubscriptionAcknowledged(m.ID, want))
 	for {
 		select {
@@ -844,6 +918,9 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 			}
 			if want.Prompts && what&changedPrompts != 0 {
 				ev.send(mcp.SubscriptionListChanged(m.ID, "notifications/prompts/list_changed"))
+			}
+			if want.Resources && what&changedResources != 0 {
+				ev.send(mcp.SubscriptionListChanged(m.ID, "notifications/resources/list_changed"))
 			}
 		case <-x.s.stopping:
 			ev.send(mcp.SubscriptionComplete(m.ID))

@@ -155,6 +155,7 @@ type notifier struct {
 const (
 	changedTools uint32 = 1 << iota
 	changedPrompts
+	changedResources
 )
 
 // take returns what changed since the last take.

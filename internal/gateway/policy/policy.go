@@ -35,6 +35,9 @@ type Rule struct {
 	Tools []string
 	// Prompts are patterns over qualified prompt names.
 	Prompts []string
+	// Resources are patterns over <server>:<uri>, matched with case:
+	// a URI's case is its own.
+	Resources []string
 	// Roles may call what the rule matches; "*" is any caller.
 	Roles []string
 	// When is an optional CEL condition over principal, tool and args.
@@ -51,8 +54,9 @@ type Principal struct {
 
 // Kinds of what a Call names.
 const (
-	KindTool   = ""
-	KindPrompt = "prompt"
+	KindTool     = ""
+	KindPrompt   = "prompt"
+	KindResource = "resource"
 )
 
 // Call is what is decided: a call of one tool, or a get of one prompt.
@@ -104,6 +108,7 @@ type compiled struct {
 	Rule
 	patterns []string // lower-cased tool patterns
 	prompts  []string // lower-cased prompt patterns
+	resource []string // resource patterns, as written
 	anyRole  bool
 	roles    map[string]bool
 	when     cel.Program
@@ -143,8 +148,8 @@ func Compile(rules []Rule) (*Policy, error) {
 			return nil, fmt.Errorf("policy: %s: id must be 1-64 characters of [A-Za-z0-9_.:-]", name)
 		case seen[r.ID]:
 			return nil, fmt.Errorf("policy: %s: the id is used by another rule", name)
-		case len(r.Tools) == 0 && len(r.Prompts) == 0:
-			return nil, fmt.Errorf("policy: %s: tools or prompts must name at least one pattern", name)
+		case len(r.Tools) == 0 && len(r.Prompts) == 0 && len(r.Resources) == 0:
+			return nil, fmt.Errorf("policy: %s: tools, prompts or resources must name at least one pattern", name)
 		case len(r.Roles) == 0:
 			return nil, fmt.Errorf("policy: %s: roles must name at least one role, or \"*\"", name)
 		}
@@ -161,6 +166,13 @@ func Compile(rules []Rule) (*Policy, error) {
 				return nil, fmt.Errorf("policy: %s: a prompt pattern must be non-empty, without surrounding space", name)
 			}
 			c.prompts = append(c.prompts, strings.ToLower(t))
+		}
+		for _, t := range r.Resources {
+			server, uri, ok := strings.Cut(t, ":")
+			if t == "" || strings.TrimSpace(t) != t || !ok || server == "" || uri == "" {
+				return nil, fmt.Errorf("policy: %s: a resource pattern must be <server pattern>:<URI pattern>, without surrounding space", name)
+			}
+			c.resource = append(c.resource, t)
 		}
 		for _, role := range r.Roles {
 			switch {
@@ -267,8 +279,11 @@ func (pol *Policy) deciding(kind, name string) *compiled {
 	lower := strings.ToLower(name)
 	for i := range pol.rules {
 		patterns := pol.rules[i].patterns
-		if kind == KindPrompt {
+		switch kind {
+		case KindPrompt:
 			patterns = pol.rules[i].prompts
+		case KindResource:
+			patterns, lower = pol.rules[i].resource, name
 		}
 		for _, pat := range patterns {
 			if Match(pat, lower) {
@@ -280,10 +295,10 @@ func (pol *Policy) deciding(kind, name string) *compiled {
 }
 
 func kindName(k string) string {
-	if k == KindPrompt {
-		return "prompt"
+	if k == "" {
+		return "tool"
 	}
-	return "tool"
+	return k
 }
 
 func (r *compiled) grants(roles []string) bool {

@@ -121,7 +121,7 @@ func TestCompileErrorsNameTheRule(t *testing.T) {
 		{[]Rule{{ID: "undeclared", Tools: []string{"*"}, Roles: []string{"*"}, When: "secret == 1"}}, `rule "undeclared": when:`},
 		{[]Rule{{ID: "a", Tools: []string{"*"}, Roles: []string{"*"}}, {ID: "a", Tools: []string{"*"}, Roles: []string{"*"}}}, `rule "a": the id is used`},
 		{[]Rule{{Tools: []string{"*"}, Roles: []string{"*"}}}, "rule 0: id must be"},
-		{[]Rule{{ID: "r", Roles: []string{"*"}}}, `rule "r": tools or prompts must`},
+		{[]Rule{{ID: "r", Roles: []string{"*"}}}, `rule "r": tools, prompts or resources must`},
 		{[]Rule{{ID: "r", Tools: []string{"*"}}}, `rule "r": roles must`},
 		{[]Rule{{ID: "r", Tools: []string{"*"}, Roles: []string{"a,b"}}}, `rule "r": role "a,b"`},
 		{[]Rule{{ID: "r", Tools: []string{" x"}, Roles: []string{"*"}}}, `rule "r": a tool pattern`},
@@ -169,5 +169,40 @@ func TestDecidePrompts(t *testing.T) {
 	}
 	if !pol.ListableKind(writer, KindPrompt, "docs.x") || pol.ListableKind(viewer, KindPrompt, "docs.x") || pol.ListableKind(viewer, KindPrompt, "db.x") {
 		t.Error("ListableKind disagrees with Decide")
+	}
+}
+
+// TestDecideResources: resource patterns are <server>:<uri>, matched with
+// case, "*" crossing "/"; they decide reads only.
+func TestDecideResources(t *testing.T) {
+	pol := mustCompile(t, []Rule{
+		{ID: "secret", Resources: []string{"docs:file:///srv/docs/secret/*"}, Roles: []string{"admin"}},
+		{ID: "docs", Resources: []string{"docs:file:///srv/docs/*"}, Roles: []string{"*"}},
+		{ID: "tools", Tools: []string{"*"}, Roles: []string{"*"}},
+	})
+	viewer := Principal{Subject: "v", Roles: []string{"viewer"}}
+	read := func(s string) Call { return Call{Kind: KindResource, Qualified: s} }
+	for _, tc := range []struct {
+		c      Call
+		allow  bool
+		rule   string
+		reason string
+	}{
+		{read("docs:file:///srv/docs/a/b.md"), true, "docs", ""},
+		{read("docs:file:///srv/docs/secret/k.md"), false, "secret", ReasonRole},
+		{read("docs:file:///srv/docs/SECRET/k.md"), true, "docs", ""}, // a URI's case is its own
+		{read("other:file:///srv/docs/a.md"), false, "", ReasonNoRule},
+		{read("docs:file:///etc/passwd"), false, "", ReasonNoRule},
+	} {
+		d := pol.Decide(viewer, tc.c)
+		if d.Allow != tc.allow || d.Rule != tc.rule || d.Reason != tc.reason {
+			t.Errorf("%s: %+v, want allow=%v rule=%q reason=%q", tc.c.Qualified, d, tc.allow, tc.rule, tc.reason)
+		}
+	}
+	if _, err := Compile([]Rule{{ID: "x", Resources: []string{"file:///a"}, Roles: []string{"*"}}}); err != nil {
+		t.Errorf("a pattern with a scheme and no server: %v", err)
+	}
+	if _, err := Compile([]Rule{{ID: "x", Resources: []string{"nocolon"}, Roles: []string{"*"}}}); err == nil {
+		t.Error("a resource pattern without a server was accepted")
 	}
 }

@@ -122,11 +122,7 @@ func (l *Ledger) decide(ctx context.Context, name, by string, fn func(admit.Reco
 	}
 	e := audit.Event{Kind: audit.KindApproval, Server: after.Server, Subject: by,
 		Digest: digestOf(after), Status: string(after.Status), Reason: after.Reason, Mode: "review"}
-	if after.Kind == admit.KindPrompt {
-		e.Prompt = after.Qualified
-	} else {
-		e.Tool = after.Qualified
-	}
+	audit.Name(&e, string(after.Kind), after.Qualified, after.Name)
 	l.Audit.Record(e)
 	if l.Changed != nil {
 		l.Changed(after.Server)

@@ -1,0 +1,379 @@
+package catalog
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/admit"
+)
+
+// Resource is one admitted resource (docs/gateway-surface.md decision
+// 19): offered under its own URI, by the one server that owns it.
+type Resource struct {
+	// URI is the resource's URI, public and downstream alike.
+	URI string
+	// Server is the configured server that offers it.
+	Server string
+	// Name, Title, Description and MimeType are the descriptor's strings.
+	Name, Title, Description, MimeType string
+	// Annotations, Size and Icons are raw members (nil when absent).
+	Annotations, Size, Icons jsontext.Value
+	// Digest pins the descriptor; Canonical is its RFC 8785 form.
+	Digest    string
+	Canonical jsontext.Value
+	// Findings are the scanner's evidence on the descriptor.
+	Findings []admit.Finding
+}
+
+// Template is one admitted resource template (decision 20): it routes
+// the reads of URIs no admitted resource has.
+type Template struct {
+	// URITemplate is the RFC 6570 template, as listed.
+	URITemplate string
+	// Server is the configured server that offers it.
+	Server string
+	// Name, Title, Description and MimeType are the descriptor's strings.
+	Name, Title, Description, MimeType string
+	// Annotations and Icons are raw members (nil when absent).
+	Annotations, Icons jsontext.Value
+	// Digest pins the descriptor; Canonical is its RFC 8785 form.
+	Digest    string
+	Canonical jsontext.Value
+	// Findings are the scanner's evidence on the descriptor.
+	Findings []admit.Finding
+
+	compiled *uritemplate.Template
+}
+
+// Matches reports whether uri is an expansion of the template.
+func (t *Template) Matches(uri string) bool { return t.compiled.Match(uri) != nil }
+
+// Shadowed is a resource or template an admitted server offers under a
+// URI (or template) that a server listed before it in the configuration
+// owns: it is not offered, and the evidence says so.
+type Shadowed struct {
+	Kind admit.Kind `json:"kind"`
+	// URI is the resource's URI or the template string.
+	URI string `json:"uri"`
+	// Owner is the server that offers it; Server the one shadowed.
+	Owner  string `json:"owner"`
+	Server string `json:"server"`
+}
+
+// MaxURI bounds a resource URI or template: a URI is a name here, read
+// by people and matched by rules, not a payload.
+const MaxURI = 2048
+
+type serverResources struct {
+	resources []*Resource
+	templates []*Template
+	rejected  []Rejected
+	held      []admit.Record
+}
+
+// SetOrder gives the catalog the configured servers in configuration
+// order: the order that decides which server owns a resource URI two of
+// them offer (decision 19). Call it before the first update.
+func (c *Catalog) SetOrder(servers []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.order = slices.Clone(servers)
+}
+
+// UpdateResources replaces the server's resources and templates with
+// what its complete resources/list and resources/templates/list hold,
+// each descriptor checked on its own and judged against the ledger. When
+// the judge fails, none of the server's resources or templates is
+// offered and the error is returned; its tools and prompts are not
+// touched.
+func (c *Catalog) UpdateResources(srv Server, resources, templates []jsontext.Value) error {
+	sr := checkResources(srv.Name, resources, templates, srv.Others)
+	entries := make([]Entry, len(sr.resources))
+	for i, r := range sr.resources {
+		entries[i] = Entry{Qualified: srv.Name + "." + r.URI, Name: r.URI, Digest: r.Digest, Canonical: r.Canonical, Findings: r.Findings}
+	}
+	recs, err := c.judge.Judge(srv, admit.KindResource, entries)
+	if err != nil {
+		c.RemoveResources(srv.Name)
+		return err
+	}
+	tentries := make([]Entry, len(sr.templates))
+	for i, t := range sr.templates {
+		tentries[i] = Entry{Qualified: srv.Name + "." + t.URITemplate, Name: t.URITemplate, Digest: t.Digest, Canonical: t.Canonical, Findings: t.Findings}
+	}
+	trecs, err := c.judge.Judge(srv, admit.KindTemplate, tentries)
+	if err != nil {
+		c.RemoveResources(srv.Name)
+		return err
+	}
+	admitted := func(recs []admit.Record) map[string]string {
+		m := map[string]string{}
+		for _, r := range recs {
+			if r.Status == admit.Admitted {
+				m[r.Name] = r.Digest
+			}
+		}
+		return m
+	}
+	okR, okT := admitted(recs), admitted(trecs)
+	sr.resources = slices.DeleteFunc(sr.resources, func(r *Resource) bool { return okR[r.URI] != r.Digest })
+	sr.templates = slices.DeleteFunc(sr.templates, func(t *Template) bool { return okT[t.URITemplate] != t.Digest })
+	for _, r := range append(recs, trecs...) {
+		if r.Status != admit.Admitted {
+			sr.held = append(sr.held, r)
+		}
+	}
+	slices.SortFunc(sr.held, func(a, b admit.Record) int { return strings.Compare(a.Ref(), b.Ref()) })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.servers[srv.Name]
+	st.resources = &sr
+	c.servers[srv.Name] = st
+	c.publish()
+	return nil
+}
+
+// RemoveResources offers none of server's resources and templates.
+func (c *Catalog) RemoveResources(server string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.servers[server]
+	if !ok || st.resources == nil {
+		return
+	}
+	st.resources = nil
+	c.servers[server] = st
+	c.publish()
+}
+
+// publishResources fills next's resources and templates: the servers in
+// configuration order (then any not configured, by name), the first to
+// offer a URI or template owning it; c.mu is held.
+func (c *Catalog) publishResources(next *Snapshot, names []string) {
+	order := slices.Clone(c.order)
+	for _, n := range names {
+		if !slices.Contains(order, n) {
+			order = append(order, n)
+		}
+	}
+	owner := map[string]string{}
+	towner := map[string]string{}
+	for _, name := range order {
+		st, ok := c.servers[name]
+		if !ok || st.resources == nil {
+			continue
+		}
+		sr := st.resources
+		for _, r := range sr.resources {
+			if o, taken := owner[r.URI]; taken {
+				next.Shadowed = append(next.Shadowed, Shadowed{Kind: admit.KindResource, URI: r.URI, Owner: o, Server: name})
+				continue
+			}
+			owner[r.URI] = name
+			next.Resources = append(next.Resources, r)
+		}
+		for _, t := range sr.templates {
+			if o, taken := towner[t.URITemplate]; taken {
+				next.Shadowed = append(next.Shadowed, Shadowed{Kind: admit.KindTemplate, URI: t.URITemplate, Owner: o, Server: name})
+				continue
+			}
+			towner[t.URITemplate] = name
+			next.Templates = append(next.Templates, t)
+		}
+		next.Rejected = append(next.Rejected, sr.rejected...)
+		next.Held = append(next.Held, sr.held...)
+	}
+	slices.SortFunc(next.Resources, func(a, b *Resource) int { return strings.Compare(a.URI, b.URI) })
+	for _, r := range next.Resources {
+		next.byURI[r.URI] = r
+	}
+}
+
+// sameResources reports whether two snapshots offer the same resources
+// and templates, by the same servers.
+func sameResources(a, b *Snapshot) bool {
+	return slices.EqualFunc(a.Resources, b.Resources, func(x, y *Resource) bool {
+		return x.URI == y.URI && x.Server == y.Server && x.Digest == y.Digest
+	}) && slices.EqualFunc(a.Templates, b.Templates, func(x, y *Template) bool {
+		return x.URITemplate == y.URITemplate && x.Server == y.Server && x.Digest == y.Digest
+	})
+}
+
+// checkResources checks every resource and template descriptor of one
+// server, each on its own; a URI (or template) two descriptors of the
+// server share is given to neither.
+func checkResources(server string, resources, templates []jsontext.Value, others []string) serverResources {
+	var sr serverResources
+	type verdict struct {
+		key string
+		r   *Resource
+		t   *Template
+		rej *Rejected
+	}
+	judge := func(kind admit.Kind, descs []jsontext.Value) []verdict {
+		out := make([]verdict, len(descs))
+		counts := map[string]int{}
+		for i, raw := range descs {
+			if kind == admit.KindResource {
+				out[i].r, out[i].rej = checkResource(server, i, raw, others)
+				if out[i].r != nil {
+					out[i].key = out[i].r.URI
+				}
+			} else {
+				out[i].t, out[i].rej = checkTemplate(server, i, raw, others)
+				if out[i].t != nil {
+					out[i].key = out[i].t.URITemplate
+				}
+			}
+			if out[i].rej != nil {
+				out[i].key = out[i].rej.Name
+			}
+			if out[i].key != "" {
+				counts[out[i].key]++
+			}
+		}
+		for i := range out {
+			if out[i].rej == nil && counts[out[i].key] > 1 {
+				out[i].r, out[i].t = nil, nil
+				out[i].rej = &Rejected{Kind: kind, Server: server, Index: i, Name: out[i].key, Qualified: server + "." + out[i].key,
+					Category: admit.RejectDuplicateName, Detail: fmt.Sprintf("%d descriptors of this server share the URI", counts[out[i].key]), Raw: descs[i]}
+			}
+		}
+		return out
+	}
+	for _, v := range judge(admit.KindResource, resources) {
+		if v.rej != nil {
+			sr.rejected = append(sr.rejected, *v.rej)
+		} else {
+			sr.resources = append(sr.resources, v.r)
+		}
+	}
+	for _, v := range judge(admit.KindTemplate, templates) {
+		if v.rej != nil {
+			sr.rejected = append(sr.rejected, *v.rej)
+		} else {
+			sr.templates = append(sr.templates, v.t)
+		}
+	}
+	return sr
+}
+
+type resourceMembers struct {
+	URI         jsontext.Value `json:"uri"`
+	URITemplate jsontext.Value `json:"uriTemplate"`
+	Name        jsontext.Value `json:"name"`
+	Title       jsontext.Value `json:"title"`
+	Description jsontext.Value `json:"description"`
+	MimeType    jsontext.Value `json:"mimeType"`
+	Annotations jsontext.Value `json:"annotations"`
+	Size        jsontext.Value `json:"size"`
+	Icons       jsontext.Value `json:"icons"`
+}
+
+// readResourceMembers is what resource and template descriptors share:
+// a strict object whose canonical form is what is read, with a name and
+// optional strings, annotations and icons. The locator member (uri or
+// uriTemplate) is read from the raw form first, so that a rejection can
+// name it.
+func readResourceMembers(kind admit.Kind, server string, i int, raw jsontext.Value, locator string) (resourceMembers, string, jsontext.Value, string, *Rejected) {
+	reject := func(name, category, detail string) (resourceMembers, string, jsontext.Value, string, *Rejected) {
+		r := &Rejected{Kind: kind, Server: server, Index: i, Category: category, Detail: detail, Raw: raw}
+		if name != "" {
+			r.Name, r.Qualified = name, server+"."+name
+		}
+		return resourceMembers{}, "", nil, "", r
+	}
+	if raw.Kind() != '{' {
+		return reject("", admit.RejectNotObject, "the descriptor is not a JSON object")
+	}
+	var d resourceMembers
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return reject("", admit.RejectMalformed, "the descriptor is not valid strict JSON (a repeated member name, or invalid UTF-8)")
+	}
+	v := d.URI
+	if kind == admit.KindTemplate {
+		v = d.URITemplate
+	}
+	loc, ok := jsonString(v)
+	if !ok || loc == "" || len(loc) > MaxURI || strings.ContainsFunc(loc, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return reject("", admit.RejectName, fmt.Sprintf("%s is missing, not a string, longer than %d bytes, or holds a space or control character", locator, MaxURI))
+	}
+	if name, ok := jsonString(d.Name); !ok || name == "" {
+		return reject(loc, admit.RejectName, "name is missing or not a non-empty string")
+	}
+	digest, canon, err := admit.Digest(raw)
+	if err != nil {
+		return reject(loc, admit.RejectMalformed, "the descriptor has no RFC 8785 canonical form (a number beyond an IEEE 754 double)")
+	}
+	d = resourceMembers{}
+	if err := json.Unmarshal(canon, &d); err != nil {
+		return reject(loc, admit.RejectDigest, "the descriptor's canonical form does not parse")
+	}
+	for _, f := range []struct {
+		name string
+		v    jsontext.Value
+	}{{"title", d.Title}, {"description", d.Description}, {"mimeType", d.MimeType}} {
+		if _, ok := optionalString(f.v); !ok {
+			return reject(loc, admit.RejectMalformed, f.name+" is not a string")
+		}
+	}
+	switch {
+	case len(d.Annotations) > 0 && d.Annotations.Kind() != '{':
+		return reject(loc, admit.RejectMalformed, "annotations is not an object")
+	case len(d.Icons) > 0 && d.Icons.Kind() != '[':
+		return reject(loc, admit.RejectMalformed, "icons is not an array")
+	case len(d.Size) > 0 && d.Size.Kind() != '0':
+		return reject(loc, admit.RejectMalformed, "size is not a number")
+	}
+	return d, digest, canon, loc, nil
+}
+
+// checkResource checks the resource descriptor at index i: an absolute
+// URI, the members of the schema, a canonical form; then every string is
+// scanned.
+func checkResource(server string, i int, raw jsontext.Value, others []string) (*Resource, *Rejected) {
+	d, digest, canon, uri, rej := readResourceMembers(admit.KindResource, server, i, raw, "uri")
+	if rej != nil {
+		return nil, rej
+	}
+	if u, err := url.Parse(uri); err != nil || u.Scheme == "" {
+		return nil, &Rejected{Kind: admit.KindResource, Server: server, Index: i, Name: uri, Qualified: server + "." + uri,
+			Category: admit.RejectName, Detail: "uri is not an absolute URI", Raw: raw}
+	}
+	r := &Resource{URI: uri, Server: server, Digest: digest, Canonical: canon, Annotations: d.Annotations, Size: d.Size, Icons: d.Icons}
+	r.Name, _ = jsonString(d.Name)
+	r.Title, _ = optionalString(d.Title)
+	r.Description, _ = optionalString(d.Description)
+	r.MimeType, _ = optionalString(d.MimeType)
+	r.Findings = admit.Scan(canon, others)
+	return r, nil
+}
+
+// checkTemplate checks the template descriptor at index i: an RFC 6570
+// template whose literal start is a URI scheme, the members of the
+// schema, a canonical form; then every string is scanned.
+func checkTemplate(server string, i int, raw jsontext.Value, others []string) (*Template, *Rejected) {
+	d, digest, canon, tmpl, rej := readResourceMembers(admit.KindTemplate, server, i, raw, "uriTemplate")
+	if rej != nil {
+		return nil, rej
+	}
+	compiled, err := uritemplate.New(tmpl)
+	scheme, _, _ := strings.Cut(tmpl, ":")
+	if err != nil || strings.ContainsAny(scheme, "{}/") || scheme == tmpl || scheme == "" {
+		return nil, &Rejected{Kind: admit.KindTemplate, Server: server, Index: i, Name: tmpl, Qualified: server + "." + tmpl,
+			Category: admit.RejectName, Detail: "uriTemplate is not an RFC 6570 template of an absolute URI (a literal scheme first)", Raw: raw}
+	}
+	t := &Template{URITemplate: tmpl, Server: server, Digest: digest, Canonical: canon, Annotations: d.Annotations, Icons: d.Icons, compiled: compiled}
+	t.Name, _ = jsonString(d.Name)
+	t.Title, _ = optionalString(d.Title)
+	t.Description, _ = optionalString(d.Description)
+	t.MimeType, _ = optionalString(d.MimeType)
+	t.Findings = admit.Scan(canon, others)
+	return t, nil
+}

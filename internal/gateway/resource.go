@@ -1,0 +1,212 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/audit"
+	"github.com/mcp-bastion/bastion/internal/gateway/auth"
+	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
+	"github.com/mcp-bastion/bastion/internal/gateway/policy"
+	"github.com/mcp-bastion/bastion/internal/gateway/upstream"
+	"github.com/mcp-bastion/bastion/internal/mcp"
+)
+
+// Lists of resources, for cursors.
+const (
+	listResources = "resources/list"
+	listTemplates = "resources/templates/list"
+)
+
+// CodeResourceNotFound is the spec's -32002: no admitted resource or
+// template serves the URI.
+const CodeResourceNotFound = -32002
+
+// ListResources renders the page of the admitted resources, as view sees
+// them, that cursor points at, for version.
+func (l *Lister) ListResources(version string, cursor *string, view View) ([]byte, *Error) {
+	snap := l.g.catalog.Snapshot()
+	visible := snap.Resources
+	if view.AllowResource != nil {
+		visible = slices.DeleteFunc(slices.Clone(visible), func(r *catalog.Resource) bool { return !view.AllowResource(r.Server, r.URI) })
+	}
+	start, end, next, err := l.page(listResources, snap.ResourceRevision, cursor, view.Owner, len(visible))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]mcp.RawResource, 0, end-start)
+	for _, r := range visible[start:end] {
+		out = append(out, mcp.RawResource{URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MimeType: r.MimeType,
+			Annotations: r.Annotations, Size: r.Size, Icons: r.Icons})
+	}
+	return l.enc.RelayedResourcesList(version, out, mcp.ListPage{NextCursor: next, CacheScope: "private"}), nil
+}
+
+// ListTemplates renders the page of the admitted resource templates that
+// cursor points at, for version. Templates are not filtered by caller: a
+// rule names the URIs read, which a template does not say, and every
+// read is decided on its URI.
+func (l *Lister) ListTemplates(version string, cursor *string, view View) ([]byte, *Error) {
+	snap := l.g.catalog.Snapshot()
+	start, end, next, err := l.page(listTemplates, snap.ResourceRevision, cursor, view.Owner, len(snap.Templates))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]mcp.RawTemplate, 0, end-start)
+	for _, t := range snap.Templates[start:end] {
+		out = append(out, mcp.RawTemplate{URITemplate: t.URITemplate, Name: t.Name, Title: t.Title, Description: t.Description,
+			MimeType: t.MimeType, Annotations: t.Annotations, Icons: t.Icons})
+	}
+	return l.enc.RelayedTemplatesList(version, out, mcp.ListPage{NextCursor: next, CacheScope: "private"}), nil
+}
+
+// ResourceRead is one resources/read as a front received it.
+type ResourceRead struct {
+	URI       string
+	RequestID string
+	Principal auth.Principal
+}
+
+// resourceNotFound answers a URI nothing admitted serves.
+func resourceNotFound(uri string) *Error {
+	data, _ := json.Marshal(map[string]string{"uri": uri})
+	return &Error{Code: CodeResourceNotFound, Status: http.StatusOK, Message: "Resource not found", Data: data}
+}
+
+// ReadResource runs a resources/read (decisions 19 and 20): the URI is
+// routed to the admitted resource of exactly that URI, else to the first
+// admitted template that matches it, and nowhere else (-32002 without
+// asking any server); the caller is authorized by the rules' resource
+// patterns on <server>:<uri read>; the read goes to the owner with the
+// server's deadline, and the contents that come back are checked before
+// they are relayed. Audited by the URI of an admitted resource, or by
+// the template that routed a URI it expanded (which may hold a caller's
+// values).
+func (g *Gateway) ReadResource(ctx context.Context, c ResourceRead) ([]mcp.ResourceContents, error) {
+	ev := audit.Event{RequestID: c.RequestID, Subject: c.Principal.Subject, Issuer: c.Principal.Issuer,
+		Roles: c.Principal.Roles, Method: "resources/read"}
+	r, t := g.catalog.Snapshot().Route(c.URI)
+	var server string
+	switch {
+	case r != nil:
+		server, ev.Resource = r.Server, r.URI
+	case t != nil:
+		server, ev.Resource = t.Server, t.URITemplate
+	default:
+		ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "unknown_resource", CodeResourceNotFound
+		g.audit.Record(ev)
+		return nil, resourceNotFound(c.URI)
+	}
+	ev.Server = server
+	d := g.policy.Decide(c.Principal.Policy(), policy.Call{Kind: policy.KindResource, Qualified: server + ":" + c.URI, Server: server, Name: c.URI})
+	if d.NeedsArgs {
+		// A read has no arguments for a condition to judge: it is
+		// decided on the principal and the URI alone.
+		d = g.policy.Decide(c.Principal.Policy(), policy.Call{Kind: policy.KindResource, Qualified: server + ":" + c.URI,
+			Server: server, Name: c.URI, Args: map[string]any{"uri": c.URI}})
+	}
+	ev.Rule = d.Rule
+	g.metrics.Decision(d.Rule, d.Allow)
+	if !d.Allow {
+		ev.Outcome, ev.Reason, ev.Code = audit.Deny, d.Reason, CodeUnauthorized
+		g.audit.Record(ev)
+		e := unauthorized(ev.Resource, d, c.Principal.Roles)
+		e.Message = "Unauthorized: the caller may not read this resource"
+		data, _ := json.Marshal(map[string]any{"server": server, "rule": d.Rule, "required_roles": orNone(d.Required), "roles": orNone(c.Principal.Roles)})
+		e.Data = data
+		return nil, e
+	}
+	contents, took, err := g.readResource(ctx, c, server)
+	ev.Outcome = audit.Allow
+	if took > 0 {
+		ms := float64(took.Microseconds()) / 1000
+		ev.DownstreamMS = &ms
+	}
+	var gwErr *Error
+	if errors.As(err, &gwErr) {
+		ev.Code = gwErr.Code
+	}
+	g.audit.Record(ev)
+	return contents, err
+}
+
+func orNone(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (g *Gateway) readResource(ctx context.Context, c ResourceRead, server string) ([]mcp.ResourceContents, time.Duration, error) {
+	log := callLog{g.log, slog.String("request_id", c.RequestID)}
+	d := g.servers[server]
+	params, _ := jsontext.AppendQuote([]byte(`{"uri":`), c.URI)
+	params = append(params, '}')
+	dctx, cancel := context.WithTimeoutCause(ctx, d.cfg.Timeout.D(), errCallTimeout)
+	defer cancel()
+	select {
+	case d.inflight <- struct{}{}:
+		defer func() { <-d.inflight }()
+	case <-dctx.Done():
+		return nil, 0, g.callError(ctx, dctx, log, server, "resources/read", context.Cause(dctx))
+	}
+	start := time.Now()
+	raw, err := d.conn.Call(dctx, "resources/read", params, upstream.CallOptions{
+		Name:     c.URI,
+		Identity: &upstream.Identity{Subject: c.Principal.Subject, Roles: c.Principal.Roles, RequestID: c.RequestID},
+	})
+	took := time.Since(start)
+	if err != nil {
+		var rpcErr *upstream.RPCError
+		if errors.As(err, &rpcErr) && rpcErr.Code == CodeResourceNotFound {
+			return nil, took, resourceNotFound(c.URI)
+		}
+		return nil, took, g.callError(ctx, dctx, log, server, "resources/read", err)
+	}
+	contents, perr := parseContents(raw)
+	if perr != nil {
+		log.Warn("downstream answered resources/read with a malformed result", slog.String("server", server), slog.String("error", perr.Error()))
+		return nil, took, badGateway(server, "the server answered with a malformed result", false)
+	}
+	return contents, took, nil
+}
+
+// parseContents reads a ReadResourceResult: contents an array of
+// objects, each with a uri and exactly one of text and blob (strings),
+// mimeType absent or a string.
+func parseContents(raw jsontext.Value) ([]mcp.ResourceContents, error) {
+	var r struct {
+		Contents []struct {
+			URI      *string `json:"uri"`
+			MimeType *string `json:"mimeType"`
+			Text     *string `json:"text"`
+			Blob     *string `json:"blob"`
+		} `json:"contents"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, err
+	}
+	if r.Contents == nil {
+		return nil, errors.New("contents is missing")
+	}
+	out := make([]mcp.ResourceContents, 0, len(r.Contents))
+	for i, c := range r.Contents {
+		if c.URI == nil || (c.Text == nil) == (c.Blob == nil) {
+			return nil, fmt.Errorf("contents[%d] lacks a uri, or does not hold exactly one of text and blob", i)
+		}
+		rc := mcp.ResourceContents{URI: *c.URI, Text: c.Text, Blob: c.Blob}
+		if c.MimeType != nil {
+			rc.MimeType = *c.MimeType
+		}
+		out = append(out, rc)
+	}
+	return out, nil
+}
