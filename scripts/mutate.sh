@@ -464,6 +464,12 @@ mutate gw-resource-scan "a resource descriptor is not scanned" \
 	'r.Findings = nil' \
 	-- "$e2epkg" 'TestAdmissionResources'
 
+mutate gw-bare-one-server "names: bare is accepted with two servers, whose names can collide" \
+	internal/gateway/config/config.go \
+	'case c\.Names == "bare" && len\(c\.Servers\) != 1:' \
+	'case false:' \
+	-- ./internal/gateway/config 'TestErrorsNameTheKey'
+
 mutate gw-cursor-list "a tools/list cursor is read as a prompts/list cursor" \
 	internal/gateway/list.go \
 	'm\.Write\(\[\]byte\("mcp-bastion " \+ list \+ " cursor' \

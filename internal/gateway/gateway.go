@@ -129,6 +129,7 @@ func New(cfg *config.Config, log *slog.Logger) *Gateway {
 		g.order = append(g.order, s.Name)
 	}
 	g.catalog.SetOrder(g.order)
+	g.catalog.SetBare(cfg.Names == "bare")
 	return g
 }
 

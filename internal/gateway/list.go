@@ -80,7 +80,7 @@ func (l *Lister) List(version string, cursor *string, view View) ([]byte, *Error
 	}
 	tools := make([]mcp.RawTool, 0, end-start)
 	for _, t := range visible[start:end] {
-		tools = append(tools, mcp.RawTool{Name: t.Qualified, Title: t.Title, Description: t.Description,
+		tools = append(tools, mcp.RawTool{Name: t.Public, Title: t.Title, Description: t.Description,
 			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Icons: t.Icons})
 	}
 	return l.enc.RelayedToolsList(version, tools, mcp.ListPage{NextCursor: next, CacheScope: "private"}), nil

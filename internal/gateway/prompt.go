@@ -39,7 +39,7 @@ func (l *Lister) ListPrompts(version string, cursor *string, view View) ([]byte,
 	}
 	prompts := make([]mcp.RawPrompt, 0, end-start)
 	for _, p := range visible[start:end] {
-		rp := mcp.RawPrompt{Name: p.Qualified, Title: p.Title, Description: p.Description, Icons: p.Icons}
+		rp := mcp.RawPrompt{Name: p.Public, Title: p.Title, Description: p.Description, Icons: p.Icons}
 		for _, a := range p.Arguments {
 			rp.Arguments = append(rp.Arguments, mcp.RawPromptArgument{Name: a.Name, Title: a.Title, Description: a.Description, Required: a.Required})
 		}

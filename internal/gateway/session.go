@@ -45,7 +45,7 @@ func (c *sessionCatalog) Lookup(name string) (tool.Tool, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &relayTool{g: c.g, p: c.p, desc: tool.Descriptor{Name: t.Qualified, InputSchema: t.InputSchema}}, true
+	return &relayTool{g: c.g, p: c.p, desc: tool.Descriptor{Name: t.Public, InputSchema: t.InputSchema}}, true
 }
 
 func (c *sessionCatalog) Watch() (<-chan struct{}, func()) {

@@ -31,8 +31,12 @@ import (
 
 // Tool is one admitted tool.
 type Tool struct {
-	// Qualified is the public name: <server>.<tool>.
+	// Qualified is <server>.<tool>: what rules, the ledger and the audit
+	// name it by.
 	Qualified string
+	// Public is the name callers list and call it by: Qualified, or
+	// under names: bare the downstream's own name.
+	Public string
 	// Server is the configured server name; Name the downstream's own.
 	Server, Name string
 	// Raw is the descriptor exactly as the downstream sent it.
@@ -171,13 +175,13 @@ func (s *Snapshot) Route(uri string) (*Resource, *Template) {
 	return nil, nil
 }
 
-// Lookup returns the tool with qualified name q.
+// Lookup returns the tool with public name q.
 func (s *Snapshot) Lookup(q string) (*Tool, bool) {
 	t, ok := s.byName[q]
 	return t, ok
 }
 
-// LookupPrompt returns the prompt with qualified name q.
+// LookupPrompt returns the prompt with public name q.
 func (s *Snapshot) LookupPrompt(q string) (*Prompt, bool) {
 	p, ok := s.byPrompt[q]
 	return p, ok
@@ -190,6 +194,7 @@ type Catalog struct {
 	opts  admit.Options
 
 	mu      sync.Mutex
+	bare    bool     // public names are the downstream's own
 	order   []string // configured servers, in configuration order
 	servers map[string]serverTools
 	subs    map[admit.Kind][]chan struct{}
@@ -319,7 +324,7 @@ func (c *Catalog) publish() {
 	}
 	slices.SortFunc(next.Prompts, func(a, b *Prompt) int { return strings.Compare(a.Qualified, b.Qualified) })
 	for _, p := range next.Prompts {
-		next.byPrompt[p.Qualified] = p
+		next.byPrompt[p.Public] = p
 	}
 	c.publishResources(next, names)
 	changed := map[admit.Kind]bool{admit.KindTool: true, admit.KindPrompt: true, admit.KindResource: true}
@@ -341,7 +346,7 @@ func (c *Catalog) publish() {
 		return 0
 	})
 	for _, t := range next.Tools {
-		next.byName[t.Qualified] = t
+		next.byName[t.Public] = t
 	}
 	if sameTools(prev.Tools, next.Tools) {
 		// A refresh that found what was there is no change: cursors
@@ -387,7 +392,7 @@ const MaxQualified = 128
 // descriptor, not a schema compile.
 func (c *Catalog) check(server string, descriptors []jsontext.Value, others []string) serverTools {
 	c.mu.Lock()
-	prev := c.servers[server].byRaw
+	prev, bare := c.servers[server].byRaw, c.bare
 	c.mu.Unlock()
 	type verdict struct {
 		tool *Tool
@@ -407,6 +412,9 @@ func (c *Catalog) check(server string, descriptors []jsontext.Value, others []st
 					continue
 				}
 				out[i].tool, out[i].rej = c.checkOne(server, i, raw, others)
+				if out[i].tool != nil && bare {
+					out[i].tool.Public = out[i].tool.Name
+				}
 			}
 		})
 	}
@@ -492,7 +500,7 @@ func (c *Catalog) checkOne(server string, i int, raw jsontext.Value, others []st
 	if err := json.Unmarshal(canon, &d); err != nil {
 		return reject(name, admit.RejectDigest, "the descriptor's canonical form does not parse")
 	}
-	t := &Tool{Qualified: server + "." + name, Server: server, Name: name, Raw: raw, Digest: digest, Canonical: canon,
+	t := &Tool{Qualified: server + "." + name, Public: server + "." + name, Server: server, Name: name, Raw: raw, Digest: digest, Canonical: canon,
 		InputSchema: d.InputSchema, OutputSchema: d.OutputSchema, Annotations: d.Annotations, Icons: d.Icons}
 	t.Title, _ = jsonString(d.Title)
 	t.Description, _ = jsonString(d.Description)

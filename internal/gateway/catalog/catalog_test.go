@@ -239,3 +239,28 @@ func TestDuplicateWithRejectedCopy(t *testing.T) {
 		t.Fatalf("a copy won: %s", names(c.Snapshot()))
 	}
 }
+
+// TestBareNames: under names: bare a tool and a prompt are listed and
+// looked up by the downstream's own name, and only by it; the qualified
+// name stays what the judge (the ledger, the rules) sees.
+func TestBareNames(t *testing.T) {
+	c := New(AdmitAll{}, admit.Options{})
+	c.SetBare(true)
+	if err := c.Update(Server{Name: "s"}, raws(desc("t"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UpdatePrompts(Server{Name: "s"}, raws(`{"name":"p"}`)); err != nil {
+		t.Fatal(err)
+	}
+	snap := c.Snapshot()
+	tl, ok := snap.Lookup("t")
+	if !ok || tl.Public != "t" || tl.Qualified != "s.t" {
+		t.Fatalf("tool %+v", tl)
+	}
+	if _, ok := snap.Lookup("s.t"); ok {
+		t.Error("the qualified name is a public name too")
+	}
+	if p, ok := snap.LookupPrompt("p"); !ok || p.Qualified != "s.p" {
+		t.Errorf("prompt %+v", p)
+	}
+}

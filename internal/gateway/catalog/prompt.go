@@ -15,8 +15,10 @@ import (
 // Prompt is one admitted prompt (docs/gateway-surface.md decisions 16
 // and 17): named like a tool, pinned and scanned like one.
 type Prompt struct {
-	// Qualified is the public name: <server>.<prompt>.
-	Qualified string
+	// Qualified is <server>.<prompt>, what rules, the ledger and the
+	// audit name it by; Public the name callers list and get it by (the
+	// downstream's own under names: bare).
+	Qualified, Public string
 	// Server is the configured server name; Name the downstream's own.
 	Server, Name string
 	// Title and Description are the descriptor's strings, for listing.
@@ -64,7 +66,15 @@ type serverPrompts struct {
 // fails, none of the server's prompts is offered and the error is
 // returned; its tools are not touched.
 func (c *Catalog) UpdatePrompts(srv Server, descriptors []jsontext.Value) error {
+	c.mu.Lock()
+	bare := c.bare
+	c.mu.Unlock()
 	sp := checkPrompts(srv.Name, descriptors, srv.Others)
+	for _, p := range sp.prompts {
+		if bare {
+			p.Public = p.Name
+		}
+	}
 	entries := make([]Entry, len(sp.prompts))
 	for i, p := range sp.prompts {
 		entries[i] = Entry{Qualified: p.Qualified, Name: p.Name, Digest: p.Digest, Canonical: p.Canonical, Findings: p.Findings}
@@ -205,7 +215,7 @@ func checkPrompt(server string, i int, raw jsontext.Value, others []string) (*Pr
 	if err := json.Unmarshal(canon, &d); err != nil {
 		return reject(name, admit.RejectDigest, "the descriptor's canonical form does not parse")
 	}
-	p := &Prompt{Qualified: server + "." + name, Server: server, Name: name, Digest: digest, Canonical: canon, Icons: d.Icons}
+	p := &Prompt{Qualified: server + "." + name, Public: server + "." + name, Server: server, Name: name, Digest: digest, Canonical: canon, Icons: d.Icons}
 	if p.Title, ok = optionalString(d.Title); !ok {
 		return reject(name, admit.RejectMalformed, "title is not a string")
 	}

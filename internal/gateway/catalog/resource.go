@@ -77,6 +77,15 @@ type serverResources struct {
 	held      []admit.Record
 }
 
+// SetBare makes the public names of tools and prompts the downstream's
+// own (names: bare, allowed with one server only); call it before the
+// first update.
+func (c *Catalog) SetBare(bare bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bare = bare
+}
+
 // SetOrder gives the catalog the configured servers in configuration
 // order: the order that decides which server owns a resource URI two of
 // them offer (decision 19). Call it before the first update.

@@ -51,6 +51,12 @@ type Config struct {
 	// ArgumentErrors says how arguments that fail a tool's input schema
 	// are reported: "in_band" (isError, default) or "protocol" (-32602).
 	ArgumentErrors string `yaml:"argument_errors"`
+	// Names says how tools and prompts are named to callers:
+	// "qualified" (<server>.<name>, the default) or "bare" (the
+	// downstream's own names, allowed with exactly one server: there is
+	// nothing to collide with). Rules, the ledger and the audit use the
+	// qualified name either way.
+	Names string `yaml:"names"`
 	// Metrics, when set, serves Prometheus metrics on its own address.
 	Metrics *Metrics `yaml:"metrics"`
 	// Log configures the structured log on stderr.
@@ -422,6 +428,9 @@ func (c *Config) defaults() {
 	if c.Sessions.TTL == 0 {
 		c.Sessions.TTL = Duration(DefaultSessionTTL)
 	}
+	if c.Names == "" {
+		c.Names = "qualified"
+	}
 	if c.ArgumentErrors == "" {
 		c.ArgumentErrors = "in_band"
 	}
@@ -540,6 +549,12 @@ func (v *validator) check(c *Config) {
 	v.duration("sessions.ttl", c.Sessions.TTL, time.Minute, 30*24*time.Hour)
 	if c.ArgumentErrors != "in_band" && c.ArgumentErrors != "protocol" {
 		v.fail("argument_errors", `must be "in_band" or "protocol"`)
+	}
+	switch {
+	case c.Names != "qualified" && c.Names != "bare":
+		v.fail("names", `must be "qualified" or "bare"`)
+	case c.Names == "bare" && len(c.Servers) != 1:
+		v.fail("names", `"bare" needs exactly one server (with two, their names could collide); use "qualified"`)
 	}
 	if c.Metrics != nil {
 		if c.Metrics.Listen == "" {

@@ -133,6 +133,8 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"bool", minimal + "  - name: b\n    url: http://h.example/x\n    insecure_http: yes\n", []string{"servers[1].insecure_http (line 8): must be true or false"}},
 		{"public url path", minimal + "public_url: http://127.0.0.1:8080/other\n", []string{`public_url: its path "/other" is not the configured path "/mcp"`}},
 		{"metrics", minimal + "metrics: {}\n", []string{"metrics.listen: is required when metrics is set"}},
+		{"names", minimal + "names: short\n", []string{`names: must be "qualified" or "bare"`}},
+		{"bare names with two servers", minimal + "  - name: b\n    command: [y]\nnames: bare\n", []string{`names: "bare" needs exactly one server`}},
 		{"several at once", "auth: {mode: none}\nlog: {level: loud, format: xml}\nservers:\n  - name: a\n    command: [x]\n",
 			[]string{"log.level: must be one of", "log.format: must be json or text"}},
 	}
