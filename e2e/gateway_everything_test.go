@@ -29,20 +29,17 @@ var everythingMustPass = []string{
 	"tools-call-mixed-content", "tools-call-error", "tools-call-with-progress",
 	"resources-list", "resources-read-text", "resources-read-binary", "resources-templates-read",
 	"prompts-list", "prompts-get-simple", "prompts-get-with-args", "prompts-get-embedded-resource", "prompts-get-with-image",
+	"resources-subscribe", "resources-unsubscribe", "completion-complete", "logging-set-level",
 }
 
 // everythingWhy is why a scenario the gateway does not pass fails, for
 // the score table.
 var everythingWhy = map[string]string{
-	"logging-set-level":            "logging is not relayed yet (decision 23)",
 	"tools-call-with-logging":      "notifications/message are not relayed yet (decision 23)",
-	"completion-complete":          "completion is not relayed yet (decision 22)",
 	"tools-call-sampling":          "server-to-client requests are not relayed yet (decision 24)",
 	"tools-call-elicitation":       "server-to-client requests are not relayed yet (decision 24)",
 	"elicitation-sep1034-defaults": "server-to-client requests are not relayed yet (decision 24)",
 	"elicitation-sep1330-enums":    "server-to-client requests are not relayed yet (decision 24)",
-	"resources-subscribe":          "subscriptions are not relayed yet (decision 21)",
-	"resources-unsubscribe":        "subscriptions are not relayed yet (decision 21)",
 	"server-sse-multiple-streams":  "gateway strictness: MCP-Protocol-Version header not the session's version",
 }
 

@@ -171,6 +171,30 @@ func TestGatewayPrompts(t *testing.T) {
 	if got := promptGets(t, recA); len(got) != before {
 		t.Errorf("refused gets reached the downstream: %v", got[before:])
 	}
+	// Completion goes to the prompt's owner under its own name; a
+	// reference the caller may not use, or one that does not exist, is
+	// an empty completion that reaches no server.
+	complete := func(tok, name string) ([]any, httpReply) {
+		h := modernHeaders("completion/complete", "")
+		h["Authorization"] = "Bearer " + tok
+		r := g.mustPost(h, modernBody(1, "completion/complete", map[string]any{
+			"ref": map[string]any{"type": "ref/prompt", "name": name}, "argument": map[string]any{"name": "topic", "value": "secret-prefix"}}))
+		c, _ := resultObj(t, r.msg(t))["completion"].(map[string]any)
+		values, _ := c["values"].([]any)
+		return values, r
+	}
+	if values, r := complete(adminToken, "a.summarize"); len(values) != 2 || values[0] != "secret-prefix-alpha-1" {
+		t.Errorf("admin's completion of a.summarize: %s", r.body)
+	}
+	completions := strings.Count(received(t, recA), "completion/complete")
+	for _, tc := range []struct{ tok, name string }{{viewerToken, "a.summarize"}, {adminToken, "a.nosuch"}} {
+		if values, r := complete(tc.tok, tc.name); values == nil || len(values) != 0 {
+			t.Errorf("completion of %s: %s", tc.name, r.body)
+		}
+	}
+	if n := strings.Count(received(t, recA), "completion/complete"); n != completions {
+		t.Error("a refused or unknown completion reached the downstream")
+	}
 	// A result whose message has a role the spec does not have is
 	// withheld whole.
 	if code, _ := errorOf(t, getPromptAs(g, viewerToken, "b.bad-result", nil).msg(t)); code != -32003 {
@@ -254,7 +278,7 @@ func TestGatewayPrompts(t *testing.T) {
 	if !denied || !allowed {
 		t.Errorf("audit lacks the denied or the allowed get:\n%s", b)
 	}
-	for _, v := range []string{"secret-topic-value", "tides", "legacy", "sdk-topic-value"} {
+	for _, v := range []string{"secret-topic-value", "tides", "legacy", "sdk-topic-value", "secret-prefix"} {
 		if strings.Contains(string(b), v) || strings.Contains(g.p.stderr.String(), v) {
 			t.Errorf("an argument value (%q) is in the audit or the log", v)
 		}

@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Resources through the gateway, end to end (docs/gateway-surface.md
@@ -238,4 +241,87 @@ func TestAdmissionResources(t *testing.T) {
 		t.Errorf("a quarantined resource was read downstream: %v", got)
 	}
 	eventually(t, "the quarantine in the evidence", func() bool { return held("quarantined.json")[ref].Reason == "digest_changed" })
+}
+
+// openStream opens the GET notification stream of a legacy session of
+// the caller of tok.
+func openStream(ctx context.Context, t *testing.T, g *gw, tok, session string) <-chan map[string]any {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET stream: %v %v", err, resp)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return events(t, resp)
+}
+
+// TestGatewayResourceSubscriptions: in both downstream eras, a
+// resources/subscribe reaches the resource's owner once, and its
+// notifications/resources/updated reaches the subscribing session's
+// stream and no other; a subscription the rules refuse never reaches the
+// downstream; after an unsubscribe the session hears nothing more.
+func TestGatewayResourceSubscriptions(t *testing.T) {
+	for _, era := range []string{"modern", "legacy"} {
+		t.Run(era, func(t *testing.T) {
+			suiteLeaks.secret(adminToken, viewerToken, supportTok)
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "r.json"), `{"resources":[`+resourceDesc("file:///watched.md", "watched", "W.")+`,`+
+				resourceDesc("file:///secret.md", "secret", "S.")+`]}`)
+			rec := filepath.Join(dir, "rec.log")
+			mark := newMark()
+			pol := "policy:\n  rules:\n    - {id: secret, resources: [\"fx:file:///secret.md\"], roles: [admin]}\n" +
+				"    - {id: reads, resources: [\"*:*\"], roles: [\"*\"]}\n    - {id: tools, tools: [\"*\"], roles: [\"*\"]}\n  rate: {per_principal: \"off\"}\n"
+			body := "auth:\n  tokens_env: E2E_TOKENS\n" + pol + "log:\n  level: debug\nservers:\n" +
+				fixture("fx", mark, map[string]string{"FIXTURE_RESOURCES": filepath.Join(dir, "r.json"), "FIXTURE_LOG": rec,
+					"FIXTURE_TOOLS": "touch", "FIXTURE_ERA": era})
+			g := startGatewayWith(t, mark, body, "E2E_TOKENS="+tokensEnv())
+			ctx, cancel := context.WithCancel(ctxT(t))
+			defer cancel()
+			alice, bob := legacyAs(t, g, viewerToken, "2025-11-25"), legacyAs(t, g, supportTok, "2025-11-25")
+			aliceStream, bobStream := openStream(ctx, t, g, viewerToken, alice.id), openStream(ctx, t, g, supportTok, bob.id)
+
+			sub := func(s *authSession, method, uri string) msg {
+				b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 5, "method": method, "params": map[string]any{"uri": uri}})
+				return s.post(string(b)).msg(t)
+			}
+			if m := sub(alice, "resources/subscribe", "file:///watched.md"); m["result"] == nil {
+				t.Fatalf("subscribe: %v", m)
+			}
+			if m := sub(alice, "resources/subscribe", "file:///secret.md"); m["error"] == nil {
+				t.Fatalf("the viewer's subscription to the secret: %v", m)
+			} else if code, _ := errorOf(t, m); code != -32001 {
+				t.Errorf("the viewer's subscription to the secret: %d", code)
+			}
+			if strings.Contains(received(t, rec), "secret.md") {
+				t.Error("a refused subscription reached the downstream")
+			}
+			waitUntil(t, "the downstream subscribed", func() bool { return strings.Contains(received(t, rec), "file:///watched.md") })
+
+			structured(t, callAs(g, adminToken, "fx.touch", map[string]any{}, 1))
+			m := next(t, aliceStream, "the subscriber's update")
+			if m["method"] != "notifications/resources/updated" || !strings.Contains(fmt.Sprint(m["params"]), "uri:file:///watched.md") ||
+				strings.Contains(fmt.Sprint(m["params"]), "subscriptionId") {
+				t.Errorf("the subscriber heard %v", m)
+			}
+			select {
+			case m := <-bobStream:
+				t.Errorf("a session that did not subscribe heard %v", m)
+			case <-time.After(300 * time.Millisecond):
+			}
+
+			if m := sub(alice, "resources/unsubscribe", "file:///watched.md"); m["result"] == nil {
+				t.Fatalf("unsubscribe: %v", m)
+			}
+			structured(t, callAs(g, adminToken, "fx.touch", map[string]any{}, 1))
+			select {
+			case m := <-aliceStream:
+				t.Errorf("after the unsubscribe, the session heard %v", m)
+			case <-time.After(300 * time.Millisecond):
+			}
+		})
+	}
 }

@@ -470,6 +470,30 @@ mutate gw-bare-one-server "names: bare is accepted with two servers, whose names
 	'case false:' \
 	-- ./internal/gateway/config 'TestErrorsNameTheKey'
 
+mutate gw-sub-everyone "a resource update reaches every session's stream, not only the subscribers'" \
+	internal/gateway/front/sessions.go \
+	'\tfor _, n := range nonces \{\n\t\tfor ch := range s\.streams\[n\] \{' \
+	'\tfor n := range s.streams {\n\t\tfor ch := range s.streams[n] {' \
+	-- "$e2epkg" 'TestGatewayResourceSubscriptions'
+
+mutate gw-sub-authz "a resources/subscribe the deciding rule refuses reaches the downstream" \
+	internal/gateway/subscribe.go \
+	'\tif !d\.Allow \{' \
+	'\tif false && !d.Allow {' \
+	-- "$e2epkg" 'TestGatewayResourceSubscriptions'
+
+mutate gw-sub-unsubscribe "resources/unsubscribe leaves the subscription in place" \
+	internal/gateway/subscribe.go \
+	'\tif !found \{' \
+	'\tif found || !found {' \
+	-- "$e2epkg" 'TestGatewayResourceSubscriptions'
+
+mutate gw-complete-authz "a completion of a prompt the caller may not get is forwarded" \
+	internal/gateway/complete.go \
+	'if !d\.Allow && !d\.NeedsArgs \{' \
+	'if false {' \
+	-- "$e2epkg" 'TestGatewayPrompts'
+
 mutate gw-cursor-list "a tools/list cursor is read as a prompts/list cursor" \
 	internal/gateway/list.go \
 	'm\.Write\(\[\]byte\("mcp-bastion " \+ list \+ " cursor' \

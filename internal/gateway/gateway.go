@@ -63,6 +63,9 @@ type Gateway struct {
 	evidenceDir string // "" keeps no bundle
 	evidenceMu  sync.Mutex
 
+	logLevel logLevelState // what logging/setLevel asked of the downstreams
+	subs     *subscriptions
+
 	ctx    context.Context // ends at Close; bounds every walk
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -118,7 +121,7 @@ func New(cfg *config.Config, log *slog.Logger) *Gateway {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: cfg, log: log, servers: map[string]*downstream{}, now: defaultNow}
+	g := &Gateway{cfg: cfg, log: log, servers: map[string]*downstream{}, now: defaultNow, subs: newSubscriptions()}
 	g.catalog = catalog.New(gate{g}, admit.Options{
 		Headers: admit.HeaderMode(cfg.Admission.HeaderMirroring), Sensitive: cfg.Admission.SensitiveNames})
 	g.ctx, g.cancel = context.WithCancel(context.Background())
@@ -439,6 +442,8 @@ func (d *downstream) notification(n upstream.Notification) {
 		// One walk reads both lists: a change of either is judged with
 		// the server's identity as it is now.
 		d.discover()
+	case "notifications/resources/updated":
+		d.g.resourceUpdated(d.name, n.Params)
 	case "notifications/message":
 		// A log message of the server: it goes to the gateway's log
 		// under the server's name, never its data to the audit.

@@ -39,11 +39,17 @@ type Encoder struct {
 // EncoderOption configures an Encoder.
 type EncoderOption func(*encoderOptions)
 
-type encoderOptions struct{ listChanged, prompts, resources bool }
+type encoderOptions struct{ listChanged, prompts, resources, completions, logging bool }
 
-// ResourcesListChanged advertises resources with listChanged (and
-// without subscribe): the server relays resources/list,
-// resources/templates/list and resources/read.
+// Completions advertises completions: the server answers completion/complete.
+func Completions() EncoderOption { return func(o *encoderOptions) { o.completions = true } }
+
+// Logging advertises logging: the server accepts logging/setLevel.
+func Logging() EncoderOption { return func(o *encoderOptions) { o.logging = true } }
+
+// ResourcesListChanged advertises resources with listChanged and
+// subscribe: the server relays resources/list, resources/templates/list,
+// resources/read and resources/subscribe.
 func ResourcesListChanged() EncoderOption { return func(o *encoderOptions) { o.resources = true } }
 
 // PromptsListChanged advertises prompts with listChanged: the server
@@ -79,7 +85,13 @@ func NewEncoder(info Implementation, instructions string, tools []tool.Descripto
 		caps["prompts"] = map[string]any{"listChanged": true}
 	}
 	if o.resources {
-		caps["resources"] = map[string]any{"listChanged": true}
+		caps["resources"] = map[string]any{"listChanged": true, "subscribe": true}
+	}
+	if o.completions {
+		caps["completions"] = map[string]any{}
+	}
+	if o.logging {
+		caps["logging"] = map[string]any{}
 	}
 	for _, v := range AllVersions() {
 		f := FeaturesOf(v)

@@ -427,3 +427,42 @@ func (e *Encoder) AppendRelayedContents(dst []byte, version string, contents []R
 	}
 	return append(dst, '}')
 }
+
+// Completion is a checked completion/complete result.
+type Completion struct {
+	Values  []string
+	Total   *int64
+	HasMore bool
+}
+
+// AppendCompletion appends a completion/complete result for version;
+// none is the empty completion.
+func (e *Encoder) AppendCompletion(dst []byte, version string, c []Completion) []byte {
+	f := FeaturesOf(version)
+	dst = append(dst, `{"completion":{"values":[`...)
+	var one Completion
+	if len(c) > 0 {
+		one = c[0]
+	}
+	for i, v := range one.Values {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst, _ = jsontext.AppendQuote(dst, v)
+	}
+	dst = append(dst, ']')
+	if one.Total != nil {
+		dst = append(dst, `,"total":`...)
+		dst = strconv.AppendInt(dst, *one.Total, 10)
+	}
+	if one.HasMore {
+		dst = append(dst, `,"hasMore":true`...)
+	} else {
+		dst = append(dst, `,"hasMore":false`...)
+	}
+	dst = append(dst, '}')
+	if f.Modern {
+		dst = append(dst, e.modernMeta...)
+	}
+	return append(dst, '}')
+}

@@ -33,7 +33,8 @@
 //	                   announces it too) and answers prompts/get of any
 //	                   listed name with one user message naming the prompt
 //	                   and its arguments (a prompt named bad-result answers
-//	                   with a message of role "system")
+//	                   with a message of role "system"); it also declares
+//	                   completions, answering two values named after it
 //	FIXTURE_RESOURCES  a file holding {"resources":[…],"resourceTemplates":[…]}:
 //	                   the server then declares resources, lists both (read
 //	                   again on every list) and answers resources/read of
@@ -50,8 +51,9 @@
 // notifications/tools/list_changed after adding a tool named "added" to
 // its list: unasked in the legacy era, on each open subscriptions/listen
 // in the modern one), environ (returns the names of its environment variables),
-// whoami (returns FIXTURE_NAME), array (structuredContent [1,2,3]). Any
-// other name echoes.
+// whoami (returns FIXTURE_NAME), array (structuredContent [1,2,3]), touch
+// (sends notifications/resources/updated for every subscribed resource
+// first). Any other name echoes.
 package main
 
 import (
@@ -87,6 +89,11 @@ type server struct {
 	listed  []string // what the current listing read of it, under mu
 	prompts string   // FIXTURE_PROMPTS
 	res     string   // FIXTURE_RESOURCES
+	// followed are the URIs resources/subscribe asked for (legacy era),
+	// resListens the open subscriptions/listen requests that follow
+	// resources, by raw id (modern era); both under mu.
+	followed   map[string]bool
+	resListens map[string][]string
 
 	cancelled sync.Map // id (raw) → chan struct{}
 	subs      []string // the raw ids of open subscriptions/listen requests, under mu
@@ -203,6 +210,9 @@ func (s *server) handle(m msg) {
 			if ch, ok := s.cancelled.Load(string(p.RequestID)); ok {
 				close(ch.(chan struct{}))
 			}
+			s.mu.Lock()
+			delete(s.resListens, string(p.RequestID))
+			s.mu.Unlock()
 		}
 		return
 	}
@@ -230,6 +240,23 @@ func (s *server) handle(m msg) {
 			s.fail(m.ID, -32601, "Method not found")
 			return
 		}
+		var lp struct {
+			Notifications struct {
+				Resources []string `json:"resourceSubscriptions"`
+			} `json:"notifications"`
+		}
+		json.Unmarshal(m.Params, &lp)
+		if len(lp.Notifications.Resources) > 0 {
+			s.mu.Lock()
+			if s.resListens == nil {
+				s.resListens = map[string][]string{}
+			}
+			s.resListens[string(m.ID)] = lp.Notifications.Resources
+			s.mu.Unlock()
+			uris, _ := json.Marshal(lp.Notifications.Resources)
+			s.write(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":%s},"notifications":{"resourceSubscriptions":%s}}}`, m.ID, uris))
+			return
+		}
 		// The request stays pending: a 2026-07-28 server speaks of its
 		// list only on the subscriptions a client holds open.
 		s.mu.Lock()
@@ -254,6 +281,15 @@ func (s *server) handle(m msg) {
 		s.result(m.ID, `{"prompts":`+string(b)+`}`)
 	case "prompts/get":
 		s.getPrompt(m)
+	case "completion/complete":
+		// Two completions of the value, named after this server.
+		var p struct {
+			Argument struct{ Value string } `json:"argument"`
+		}
+		json.Unmarshal(m.Params, &p)
+		v1, _ := json.Marshal(p.Argument.Value + "-" + s.name + "-1")
+		v2, _ := json.Marshal(p.Argument.Value + "-" + s.name + "-2")
+		s.result(m.ID, fmt.Sprintf(`{"completion":{"values":[%s,%s],"total":2,"hasMore":false}}`, v1, v2))
 	case "resources/list", "resources/templates/list":
 		lists, err := s.readResources()
 		if err != nil {
@@ -267,6 +303,22 @@ func (s *server) handle(m msg) {
 		}
 	case "resources/read":
 		s.readResource(m)
+	case "resources/subscribe", "resources/unsubscribe":
+		var p struct {
+			URI string `json:"uri"`
+		}
+		json.Unmarshal(m.Params, &p)
+		s.mu.Lock()
+		if s.followed == nil {
+			s.followed = map[string]bool{}
+		}
+		if m.Method == "resources/subscribe" {
+			s.followed[p.URI] = true
+		} else {
+			delete(s.followed, p.URI)
+		}
+		s.mu.Unlock()
+		s.result(m.ID, `{}`)
 	default:
 		s.fail(m.ID, -32601, "Method not found")
 	}
@@ -276,10 +328,10 @@ func (s *server) handle(m msg) {
 func (s *server) capabilities() string {
 	caps := `{"tools":{"listChanged":true}`
 	if s.prompts != "" {
-		caps += `,"prompts":{"listChanged":true}`
+		caps += `,"prompts":{"listChanged":true},"completions":{}`
 	}
 	if s.res != "" {
-		caps += `,"resources":{"listChanged":true}`
+		caps += `,"resources":{"listChanged":true,"subscribe":true}`
 	}
 	return caps + "}"
 }
@@ -579,6 +631,26 @@ func (s *server) call(m msg) {
 		echo()
 	case "array":
 		s.result(m.ID, `{"content":[{"type":"text","text":"[1,2,3]"}],"structuredContent":[1,2,3],"isError":false}`)
+	case "touch":
+		// Every followed resource was updated: each subscription hears
+		// of its own URIs.
+		s.mu.Lock()
+		var lines []string
+		for uri := range s.followed {
+			u, _ := json.Marshal(uri)
+			lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":%s}}`, u))
+		}
+		for id, uris := range s.resListens {
+			for _, uri := range uris {
+				u, _ := json.Marshal(uri)
+				lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":%s,"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}`, u, id))
+			}
+		}
+		s.mu.Unlock()
+		for _, l := range lines {
+			s.write(l)
+		}
+		echo()
 	case "whoami":
 		b, _ := json.Marshal(map[string]string{"name": s.name})
 		s.result(m.ID, fmt.Sprintf(`{"content":[{"type":"text","text":%q}],"structuredContent":%s,"isError":false}`, b, b))

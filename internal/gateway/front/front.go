@@ -93,7 +93,8 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	enc, err := mcp.NewEncoder(opts.Info, Instructions, nil, mcp.ToolsListChanged(), mcp.PromptsListChanged(), mcp.ResourcesListChanged())
+	enc, err := mcp.NewEncoder(opts.Info, Instructions, nil, mcp.ToolsListChanged(), mcp.PromptsListChanged(), mcp.ResourcesListChanged(),
+		mcp.Completions(), mcp.Logging())
 	if err != nil {
 		return nil, fmt.Errorf("front: %w", err)
 	}
@@ -110,6 +111,9 @@ func New(opts Options) (*Server, error) {
 		stopping: make(chan struct{}),
 		authn:    opts.Authenticator,
 	}
+	// A downstream's resource update reaches the streams of the
+	// sessions that subscribed to it, and no others.
+	opts.Gateway.OnResourceUpdated(s.sessions.resourceUpdated)
 	if s.authn == nil && !opts.Config.Anonymous() {
 		return nil, errors.New("front: an authenticator is required unless auth mode is none")
 	}

@@ -505,6 +505,62 @@ func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress fun
 		return ok(res)
 	case "resources/read":
 		return x.readResource(ctx, m)
+	case "resources/subscribe", "resources/unsubscribe":
+		var p struct {
+			URI  *string        `json:"uri"`
+			Meta jsontext.Value `json:"_meta"`
+		}
+		if m.Params == nil || json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)) != nil || p.URI == nil {
+			return fail(http.StatusOK, jsonrpc.CodeInvalidParams, "Invalid params: params do not match "+m.Method)
+		}
+		if x.sess.nonce == "" {
+			// Updates reach a legacy session's GET stream; a 2026-07-28
+			// client has no session to deliver them to.
+			return fail(http.StatusOK, jsonrpc.CodeMethodNotFound, "Method not found: "+problem.Quote(m.Method)+" needs a session")
+		}
+		c := gateway.SubscribeRequest{Subscriber: x.sess.nonce, URI: *p.URI, RequestID: x.rid, Principal: x.p}
+		var err error
+		if m.Method == "resources/subscribe" {
+			err = s.g.Subscribe(ctx, c)
+		} else {
+			err = s.g.Unsubscribe(ctx, c)
+		}
+		var gwErr *gateway.Error
+		switch {
+		case err == nil:
+			return ok(s.enc.Empty(x.version))
+		case errors.As(err, &gwErr):
+			return reply{msg: jsonrpc.AppendError(nil, gwErr.RPC(m.ID)), status: gwErr.Status}
+		case ctx.Err() != nil:
+			return reply{}
+		}
+		s.log.Error(m.Method+" failed", slog.String("request_id", x.rid), slog.String("error", err.Error()))
+		return fail(http.StatusInternalServerError, jsonrpc.CodeInternalError, "Internal error")
+	case "completion/complete":
+		res, err := s.g.Complete(ctx, gateway.CompletionRequest{Params: m.Params, RequestID: x.rid, Principal: x.p})
+		var gwErr *gateway.Error
+		switch {
+		case errors.Is(err, gateway.ErrCompletionParams):
+			return fail(http.StatusOK, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error())
+		case errors.As(err, &gwErr):
+			return reply{msg: jsonrpc.AppendError(nil, gwErr.RPC(m.ID)), status: gwErr.Status}
+		case err != nil && ctx.Err() != nil:
+			return reply{}
+		case err != nil:
+			s.log.Error("completion/complete failed", slog.String("request_id", x.rid), slog.String("error", err.Error()))
+			return fail(http.StatusInternalServerError, jsonrpc.CodeInternalError, "Internal error")
+		}
+		return ok(s.enc.AppendCompletion(nil, x.version, res))
+	case "logging/setLevel":
+		var p struct {
+			Level *string        `json:"level"`
+			Meta  jsontext.Value `json:"_meta"`
+		}
+		if m.Params == nil || json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)) != nil || p.Level == nil || !gateway.ValidLogLevel(*p.Level) {
+			return fail(http.StatusOK, jsonrpc.CodeInvalidParams, "Invalid params: level must be one of debug, info, notice, warning, error, critical, alert, emergency")
+		}
+		s.g.SetLogLevel(ctx, *p.Level)
+		return ok(s.enc.Empty(x.version))
 	}
 	return fail(http.StatusOK, jsonrpc.CodeMethodNotFound, "Method not found: "+problem.Quote(m.Method))
 }
@@ -861,6 +917,10 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 			if what&changedResources != 0 {
 				ev.send([]byte(`{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}`))
 			}
+			for _, uri := range ch.takeUpdated() {
+				msg, _ := jsontext.AppendQuote([]byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":`), uri)
+				ev.send(append(msg, "}}"...))
+			}
 		case <-r.Context().Done():
 			return
 		}
@@ -978,6 +1038,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Service Unavailable: the session cannot be ended now; it ends when it expires", http.StatusServiceUnavailable)
 		return
 	}
+	s.g.Unsubscribed(r.Context(), sess.nonce)
 	w.WriteHeader(http.StatusNoContent)
 }
 

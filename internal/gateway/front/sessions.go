@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,6 +150,23 @@ func (s *sessions) revoke(ss session) bool {
 type notifier struct {
 	wake    chan struct{}
 	pending atomic.Uint32
+
+	mu      sync.Mutex
+	updated []string // URIs updated since the stream last looked, at most maxUpdated
+}
+
+// maxUpdated bounds the updates one stream holds for a client that does
+// not keep up; past it the oldest are dropped (the client reads the
+// resource again on the next update anyway).
+const maxUpdated = 64
+
+// takeUpdated returns the URIs updated since the last take.
+func (n *notifier) takeUpdated() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	u := n.updated
+	n.updated = nil
+	return u
 }
 
 // What changed, in a notifier's pending set.
@@ -214,6 +232,29 @@ func (s *sessions) broadcast(what uint32) {
 			select {
 			case ch.wake <- struct{}{}:
 			default: // a signal is already pending
+			}
+		}
+	}
+}
+
+// resourceUpdated tells the streams of the sessions keyed by nonces that
+// uri was updated.
+func (s *sessions) resourceUpdated(nonces []string, uri string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range nonces {
+		for ch := range s.streams[n] {
+			ch.mu.Lock()
+			if !slices.Contains(ch.updated, uri) {
+				ch.updated = append(ch.updated, uri)
+				if len(ch.updated) > maxUpdated {
+					ch.updated = ch.updated[1:]
+				}
+			}
+			ch.mu.Unlock()
+			select {
+			case ch.wake <- struct{}{}:
+			default:
 			}
 		}
 	}

@@ -1,0 +1,224 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/audit"
+	"github.com/mcp-bastion/bastion/internal/gateway/auth"
+	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
+	"github.com/mcp-bastion/bastion/internal/gateway/policy"
+	"github.com/mcp-bastion/bastion/internal/gateway/upstream"
+	"github.com/mcp-bastion/bastion/internal/mcp"
+)
+
+// CompletionRequest is one completion/complete as a front received it.
+type CompletionRequest struct {
+	// Params are the request's params, as received.
+	Params    jsontext.Value
+	RequestID string
+	Principal auth.Principal
+}
+
+// ErrCompletionParams: the params do not match completion/complete.
+var ErrCompletionParams = errors.New("params do not match completion/complete")
+
+type completionParams struct {
+	Ref *struct {
+		Type *string `json:"type"`
+		Name *string `json:"name"`
+		URI  *string `json:"uri"`
+	} `json:"ref"`
+	Argument *struct {
+		Name  *string `json:"name"`
+		Value *string `json:"value"`
+	} `json:"argument"`
+	Context *struct {
+		Arguments map[string]string `json:"arguments"`
+	} `json:"context"`
+	Meta jsontext.Value `json:"_meta"`
+}
+
+// Complete runs a completion/complete (docs/gateway-surface.md decision
+// 22): a ref/prompt is routed by the prompt's public name, a ref/resource
+// by the admitted template's string, each to the server that owns it,
+// with the downstream's own prompt name. A reference that is unknown,
+// that the caller may not use, or whose server declares no completions is
+// answered with an empty completion, not an error, so that typing cannot
+// probe what exists. The audit has the reference and the argument's name,
+// never a value. Malformed params are ErrCompletionParams.
+func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Completion, error) {
+	var p completionParams
+	if c.Params == nil || json.Unmarshal(c.Params, &p, json.RejectUnknownMembers(true)) != nil ||
+		p.Ref == nil || p.Ref.Type == nil || p.Argument == nil || p.Argument.Name == nil || p.Argument.Value == nil {
+		return nil, ErrCompletionParams
+	}
+	ev := audit.Event{RequestID: c.RequestID, Subject: c.Principal.Subject, Issuer: c.Principal.Issuer,
+		Roles: c.Principal.Roles, Method: "completion/complete", Arguments: []string{*p.Argument.Name}}
+	snap := g.catalog.Snapshot()
+	var server string
+	ref := map[string]string{"type": *p.Ref.Type}
+	var call policy.Call
+	switch {
+	case *p.Ref.Type == "ref/prompt" && p.Ref.Name != nil && p.Ref.URI == nil:
+		pr, ok := snap.LookupPrompt(*p.Ref.Name)
+		if !ok {
+			break
+		}
+		ev.Prompt, server, ref["name"] = pr.Qualified, pr.Server, pr.Name
+		call = policy.Call{Kind: policy.KindPrompt, Qualified: pr.Qualified, Server: pr.Server, Name: pr.Name}
+	case *p.Ref.Type == "ref/resource" && p.Ref.URI != nil && p.Ref.Name == nil:
+		i := slices.IndexFunc(snap.Templates, func(t *catalog.Template) bool { return t.URITemplate == *p.Ref.URI })
+		if i < 0 {
+			break
+		}
+		t := snap.Templates[i]
+		ev.Resource, server, ref["uri"] = t.URITemplate, t.Server, t.URITemplate
+		call = policy.Call{Kind: policy.KindResource, Qualified: t.Server + ":" + t.URITemplate, Server: t.Server, Name: t.URITemplate}
+	default:
+		return nil, ErrCompletionParams
+	}
+	empty := func(reason string) ([]mcp.Completion, error) {
+		ev.Outcome, ev.Reason = audit.Invalid, reason
+		g.audit.Record(ev)
+		return nil, nil
+	}
+	if server == "" {
+		return empty("unknown_reference")
+	}
+	ev.Server = server
+	// The caller must be granted what the reference names; a condition,
+	// which needs a call's arguments, is not evaluated for completion.
+	d := g.policy.Decide(c.Principal.Policy(), call)
+	ev.Rule = d.Rule
+	if !d.Allow && !d.NeedsArgs {
+		ev.Outcome, ev.Reason = audit.Deny, d.Reason
+		g.audit.Record(ev)
+		return nil, nil
+	}
+	ds := g.servers[server]
+	ds.mu.Lock()
+	offers := offersCapability(ds.info.Capabilities, "completions")
+	ds.mu.Unlock()
+	if !offers {
+		return empty("no_completions")
+	}
+	body := map[string]any{"ref": ref, "argument": map[string]string{"name": *p.Argument.Name, "value": *p.Argument.Value}}
+	if p.Context != nil && p.Context.Arguments != nil {
+		body["context"] = map[string]any{"arguments": p.Context.Arguments}
+	}
+	params, err := json.Marshal(body, json.Deterministic(true))
+	if err != nil {
+		return nil, fmt.Errorf("gateway: completion params: %w", err)
+	}
+	log := callLog{g.log, slog.String("request_id", c.RequestID)}
+	dctx, cancel := context.WithTimeoutCause(ctx, ds.cfg.Timeout.D(), errCallTimeout)
+	defer cancel()
+	raw, err := ds.conn.Call(dctx, "completion/complete", params, upstream.CallOptions{
+		Identity: &upstream.Identity{Subject: c.Principal.Subject, Roles: c.Principal.Roles, RequestID: c.RequestID},
+	})
+	ev.Outcome = audit.Allow
+	if err != nil {
+		err = g.callError(ctx, dctx, log, server, "completion/complete", err)
+		var gwErr *Error
+		if errors.As(err, &gwErr) {
+			ev.Code = gwErr.Code
+		}
+		g.audit.Record(ev)
+		return nil, err
+	}
+	out, perr := parseCompletion(raw)
+	if perr != nil {
+		log.Warn("downstream answered completion/complete with a malformed result", slog.String("server", server), slog.String("error", perr.Error()))
+		err := badGateway(server, "the server answered with a malformed result", false)
+		ev.Code = err.Code
+		g.audit.Record(ev)
+		return nil, err
+	}
+	g.audit.Record(ev)
+	return out, nil
+}
+
+// maxCompletionValues is the spec's bound on one completion's values.
+const maxCompletionValues = 100
+
+// parseCompletion reads a CompleteResult: completion.values an array of
+// at most 100 strings, total an integer and hasMore a boolean when set.
+func parseCompletion(raw jsontext.Value) ([]mcp.Completion, error) {
+	var r struct {
+		Completion *struct {
+			Values  []string `json:"values"`
+			Total   *int64   `json:"total"`
+			HasMore *bool    `json:"hasMore"`
+		} `json:"completion"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, err
+	}
+	if r.Completion == nil || r.Completion.Values == nil {
+		return nil, errors.New("completion.values is missing")
+	}
+	if len(r.Completion.Values) > maxCompletionValues {
+		return nil, fmt.Errorf("completion.values holds more than %d values", maxCompletionValues)
+	}
+	c := mcp.Completion{Values: r.Completion.Values, Total: r.Completion.Total}
+	if r.Completion.HasMore != nil {
+		c.HasMore = *r.Completion.HasMore
+	}
+	return []mcp.Completion{c}, nil
+}
+
+// logLevels are the syslog severities of logging/setLevel, most verbose
+// first.
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// ValidLogLevel reports whether level is one of the spec's.
+func ValidLogLevel(level string) bool { return slices.Contains(logLevels, level) }
+
+// logLevelState is the most verbose level any caller asked for.
+type logLevelState struct {
+	mu    sync.Mutex
+	level string // "" before any request
+}
+
+// SetLogLevel applies a caller's logging/setLevel (decision 23): every
+// downstream that declares logging is set to the most verbose level any
+// caller has asked for, so that one caller cannot silence another's
+// logs. Sessions are stateless, so the level never becomes less verbose
+// while the gateway runs. A downstream that fails is logged, not
+// reported: the caller's request was applied by the gateway.
+func (g *Gateway) SetLogLevel(ctx context.Context, level string) {
+	g.logLevel.mu.Lock()
+	if g.logLevel.level == "" || slices.Index(logLevels, level) < slices.Index(logLevels, g.logLevel.level) {
+		g.logLevel.level = level
+	}
+	level = g.logLevel.level
+	g.logLevel.mu.Unlock()
+	params, _ := jsontext.AppendQuote([]byte(`{"level":`), level)
+	params = append(params, '}')
+	var wg sync.WaitGroup
+	for _, name := range g.order {
+		d := g.servers[name]
+		d.mu.Lock()
+		offers := offersCapability(d.info.Capabilities, "logging")
+		d.mu.Unlock()
+		if !offers || d.conn == nil || !d.conn.Connected() {
+			continue
+		}
+		wg.Go(func() {
+			dctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout.D())
+			defer cancel()
+			if _, err := d.conn.Call(dctx, "logging/setLevel", params, upstream.CallOptions{}); err != nil {
+				g.log.Warn("a downstream refused logging/setLevel", slog.String("server", d.name), slog.String("error", err.Error()))
+			}
+		})
+	}
+	wg.Wait()
+}
