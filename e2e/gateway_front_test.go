@@ -138,10 +138,19 @@ func TestGatewayLegacySessions(t *testing.T) {
 	if m := s2.post(ctxT(t), `{"jsonrpc":"2.0","id":9,"method":"ping"}`).msg(t); m["result"] == nil {
 		t.Errorf("ping: %v", m)
 	}
-	// The session's version must be the header's.
+	// The header must name a session-era version; the session's own
+	// governs the answer (clients send another supported one, and the
+	// official suite expects them served). A 2026-07-28 or unknown
+	// version on a session is refused.
 	r2, _ := g.post(ctxT(t), map[string]string{"Mcp-Session-Id": s2.id, "MCP-Protocol-Version": "2025-06-18"}, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
-	if r2.status != 400 {
-		t.Errorf("a session used with another version: HTTP %d %s", r2.status, r2.body)
+	if r2.status != 200 {
+		t.Errorf("a session used with another session-era version: HTTP %d %s", r2.status, r2.body)
+	}
+	for _, v := range []string{"2026-07-28", "2099-01-01", "garbage"} {
+		r2, _ = g.post(ctxT(t), map[string]string{"Mcp-Session-Id": s2.id, "MCP-Protocol-Version": v}, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		if r2.status != 400 {
+			t.Errorf("a session used with version %q: HTTP %d %s", v, r2.status, r2.body)
+		}
 	}
 
 	// A session id altered in any byte, or sealed with another key, is

@@ -666,8 +666,8 @@ func checkPost(fail func(string, ...any), in fuzzInput, sid string, validSession
 		if vs := h.Values("Mcp-Method"); len(vs) != 1 || vs[0] != req.Method {
 			fail("a 2026-07-28 result for a Mcp-Method header %q, method %q", vs, req.Method)
 		}
-	} else if vs := h.Values("MCP-Protocol-Version"); len(vs) > 0 && vs[0] != "" && vs[0] != in.sessionVersion() {
-		fail("a result in a %s session for a MCP-Protocol-Version header %q", in.sessionVersion(), vs)
+	} else if vs := h.Values("MCP-Protocol-Version"); len(vs) > 0 && vs[0] != "" && !mcp.IsLegacy(vs[0]) {
+		fail("a result in a %s session for a MCP-Protocol-Version header %q, which is no session-era version", in.sessionVersion(), vs)
 	}
 }
 

@@ -250,8 +250,13 @@ func (x *exchange) era(f jsonrpc.Frame) (int, *jsonrpc.Error, bool) {
 			return http.StatusNotFound, jsonrpc.NewError(id, jsonrpc.CodeInvalidRequest,
 				"Invalid request: the session does not exist or has ended; initialize again"), notification
 		}
-		if hv != "" && hv != sess.version {
-			return invalid("the MCP-Protocol-Version header is not the session's version")
+		// The header must name a session-era version the gateway
+		// speaks; the session's negotiated version governs the answer.
+		// (Clients send the header of another supported version on a
+		// session, and the official suite expects them served; a
+		// 2026-07-28 or unknown version on a session is refused.)
+		if hv != "" && !mcp.IsLegacy(hv) {
+			return invalid("the MCP-Protocol-Version header is not a session-era protocol version")
 		}
 		if f.Batch && !mcp.FeaturesOf(sess.version).Batches {
 			return invalid("JSON-RPC batches are only accepted in a 2025-03-26 session")
