@@ -27,11 +27,11 @@ import (
 // `bastion gateway` in front of conformancefixture, a stdio server on the
 // official Go SDK that offers the suite's tool fixtures.
 //
-// The gateway names every downstream tool <server>.<tool>, so the
-// tools-call-* scenarios, which call fixed names (test_simple_text, …),
-// cannot find their tool through it; and the gateway relays neither
-// server-to-client requests (sampling, elicitation) nor logging. Those
-// scenarios are run and scored, not asserted: the test asserts only the
+// The gateway names every downstream tool <server>.<tool> here (the
+// default, names: qualified), so the tools-call-* scenarios, which call
+// fixed names (test_simple_text, …), cannot find their tool through it
+// (e2e/gateway_everything_test.go runs the whole suite with names: bare).
+// Those scenarios are run and scored, not asserted: the test asserts only the
 // scenarios in conformanceMustPass and logs the score of every scenario,
 // next to what the same checks find when they call the qualified names
 // (qualifiedProbe), which tells whether the name is the only obstacle.

@@ -494,6 +494,39 @@ mutate gw-complete-authz "a completion of a prompt the caller may not get is for
 	'if false {' \
 	-- "$e2epkg" 'TestGatewayPrompts'
 
+mutate gw-relay-capability "a downstream's sampling request is relayed to a client that did not declare sampling" \
+	internal/gateway/relay.go \
+	'if c\.ClientRequests == nil \|\| !declared \{' \
+	'if c.ClientRequests == nil || !declared && false {' \
+	-- "$e2epkg" 'TestGatewaySampling'
+
+mutate gw-relay-one-call "a downstream's request is attributed to a call while several are in flight" \
+	internal/gateway/upstream/client.go \
+	'\t\tif only != nil \{\n\t\t\treturn nil\n\t\t\}' \
+	'\t\tif only != nil {\n\t\t\treturn only\n\t\t}' \
+	-- "$e2epkg" 'TestGatewaySampling'
+
+mutate gw-relay-session "a client's answer counts on a session other than the one asked" \
+	internal/gateway/front/ask.go \
+	'a\.m\[askKey\{session, id\}\] = ch' \
+	'a.m[askKey{"", id}] = ch' \
+	internal/gateway/front/ask.go \
+	'ch := a\.m\[askKey\{session, id\}\]' \
+	'ch := a.m[askKey{"", id}]' \
+	-- "$e2epkg" 'TestGatewaySampling'
+
+mutate gw-log-tag "a downstream's log message is relayed without its server's name" \
+	internal/gateway/relay.go \
+	'\t\tlogger := server\n' \
+	'\t\tlogger := ""\n' \
+	-- "$e2epkg" 'TestGatewaySampling'
+
+mutate gw-session-header-era "a legacy session is served under a 2026-07-28 or unknown MCP-Protocol-Version header" \
+	internal/gateway/front/mcp.go \
+	'if hv != "" && !mcp\.IsLegacy\(hv\) \{\n\t\t\treturn invalid\("the MCP-Protocol-Version header is not a session-era' \
+	'if false {\n\t\t\treturn invalid("the MCP-Protocol-Version header is not a session-era' \
+	-- "$e2epkg" 'TestGatewayLegacySessions'
+
 mutate gw-cursor-list "a tools/list cursor is read as a prompts/list cursor" \
 	internal/gateway/list.go \
 	'm\.Write\(\[\]byte\("mcp-bastion " \+ list \+ " cursor' \

@@ -174,7 +174,7 @@ func (g *Gateway) Start() {
 			d.conn = upstream.StartStdio(upstream.StdioOptions{
 				Name: d.name, Command: d.cfg.Command, Env: d.cfg.Env, Dir: d.cfg.Dir,
 				MaxMessage: int(g.cfg.Limits.DownstreamMessage), Logger: g.log,
-				OnNotify: d.notification, OnState: d.state,
+				OnNotify: d.notification, OnState: d.state, Legacy: d.cfg.Protocol == "legacy",
 			})
 			close(d.started)
 			continue
@@ -182,7 +182,7 @@ func (g *Gateway) Start() {
 		d.conn = upstream.NewHTTP(upstream.HTTPOptions{
 			Name: d.name, URL: d.cfg.URL, Headers: d.cfg.Headers,
 			MaxMessage: int64(g.cfg.Limits.DownstreamMessage), Logger: g.log,
-			OnNotify: d.notification, OnState: d.state,
+			OnNotify: d.notification, OnState: d.state, Legacy: d.cfg.Protocol == "legacy",
 		})
 		close(d.started)
 	}

@@ -91,6 +91,13 @@ type Call struct {
 	RequestID string
 	// Principal is the caller, as the front authenticated it.
 	Principal auth.Principal
+	// ClientRequests, when set, asks the caller (decision 24);
+	// ClientCapabilities says what it declared it can answer.
+	ClientRequests     ClientRequester
+	ClientCapabilities ClientCapabilities
+	// Messages, when set, receives the downstream's log messages sent
+	// while it serves the call, as notifications/message params.
+	Messages func(params jsontext.Value)
 }
 
 // Result is a downstream's tools/call result, parsed: what a front
@@ -264,6 +271,8 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *tim
 		Name: t.Name, ProgressToken: c.ProgressToken, Progress: progressOf(c),
 		Identity: &upstream.Identity{Subject: c.Principal.Subject, Roles: c.Principal.Roles, RequestID: c.RequestID},
 		Params:   mirrored,
+		Requests: g.relayRequests(c, t),
+		Messages: messagesOf(t.Server, c.Messages),
 	})
 	*took = time.Since(start)
 	if err != nil {
@@ -284,6 +293,15 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *tim
 	log.Debug("tools/call relayed", slog.String("tool", t.Qualified), slog.Bool("is_error", out.IsError),
 		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
 	return out, nil
+}
+
+// messagesOf is fn with the server's name in each message's logger; nil
+// for none.
+func messagesOf(server string, fn func(jsontext.Value)) func(jsontext.Value) {
+	if fn == nil {
+		return nil
+	}
+	return tagMessages(server, fn)
 }
 
 // checkOutput validates a result against the pinned outputSchema

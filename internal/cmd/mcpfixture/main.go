@@ -53,7 +53,9 @@
 // in the modern one), environ (returns the names of its environment variables),
 // whoami (returns FIXTURE_NAME), array (structuredContent [1,2,3]), touch
 // (sends notifications/resources/updated for every subscribed resource
-// first). Any other name echoes.
+// first), sample and elicit (send sampling/createMessage or
+// elicitation/create and return the answer as text), log (sends a
+// notifications/message first). Any other name echoes.
 package main
 
 import (
@@ -74,6 +76,8 @@ type msg struct {
 	ID      json.RawMessage `json:"id,omitempty"`
 	Method  string          `json:"method,omitempty"`
 	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   json.RawMessage `json:"error,omitempty"`
 }
 
 type server struct {
@@ -96,6 +100,7 @@ type server struct {
 	resListens map[string][]string
 
 	cancelled sync.Map // id (raw) → chan struct{}
+	answers   sync.Map // id of a request the fixture sent (raw) → chan msg
 	subs      []string // the raw ids of open subscriptions/listen requests, under mu
 	listCalls int
 }
@@ -213,6 +218,13 @@ func (s *server) handle(m msg) {
 			s.mu.Lock()
 			delete(s.resListens, string(p.RequestID))
 			s.mu.Unlock()
+		}
+		return
+	}
+	if m.Method == "" {
+		// The answer to a request of the fixture's own (sample).
+		if ch, ok := s.answers.Load(string(m.ID)); ok {
+			ch.(chan msg) <- m
 		}
 		return
 	}
@@ -631,6 +643,28 @@ func (s *server) call(m msg) {
 		echo()
 	case "array":
 		s.result(m.ID, `{"content":[{"type":"text","text":"[1,2,3]"}],"structuredContent":[1,2,3],"isError":false}`)
+	case "sample", "elicit":
+		// A server-to-client request while the call is served; the
+		// answer (or the error) is returned as the call's text.
+		id := fmt.Sprintf(`"fx-%s-%s"`, p.Name, strings.Trim(string(m.ID), `"`))
+		ch := make(chan msg, 1)
+		s.answers.Store(id, ch)
+		method, params := "sampling/createMessage", `{"messages":[{"role":"user","content":{"type":"text","text":"fixture asks"}}],"maxTokens":10}`
+		if p.Name == "elicit" {
+			method, params = "elicitation/create", `{"message":"fixture asks","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}}}}`
+		}
+		s.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`, id, method, params))
+		a := <-ch
+		s.answers.Delete(id)
+		got := string(a.Result)
+		if a.Error != nil {
+			got = "error " + string(a.Error)
+		}
+		text, _ := json.Marshal(got)
+		s.result(m.ID, fmt.Sprintf(`{"content":[{"type":"text","text":%s}],"isError":false}`, text))
+	case "log":
+		s.write(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"work","data":"fixture log line"}}`)
+		echo()
 	case "touch":
 		// Every followed resource was updated: each subscription hears
 		// of its own URIs.

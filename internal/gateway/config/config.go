@@ -105,6 +105,11 @@ type Server struct {
 	// Publisher is the server's expected publisher namespace, pinned
 	// with its live identity: a change quarantines its tools.
 	Publisher string `yaml:"publisher"`
+	// Protocol is "auto" (the default: 2026-07-28 when the server
+	// speaks it) or "legacy" (initialize, the session era, in which a
+	// server can send sampling and elicitation requests and log
+	// messages during a call, which the gateway relays to the caller).
+	Protocol string `yaml:"protocol"`
 }
 
 // Stdio reports whether s is a child process.
@@ -575,6 +580,12 @@ func (v *validator) check(c *Config) {
 }
 
 func (v *validator) server(p string, s *Server) {
+	if s.Protocol == "" {
+		s.Protocol = "auto"
+	}
+	if s.Protocol != "auto" && s.Protocol != "legacy" {
+		v.fail(p+".protocol", `must be "auto" or "legacy"`)
+	}
 	switch {
 	case s.Stdio() && s.URL != "":
 		v.fail(p, "has both command and url; a server is one or the other")

@@ -134,6 +134,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"public url path", minimal + "public_url: http://127.0.0.1:8080/other\n", []string{`public_url: its path "/other" is not the configured path "/mcp"`}},
 		{"metrics", minimal + "metrics: {}\n", []string{"metrics.listen: is required when metrics is set"}},
 		{"names", minimal + "names: short\n", []string{`names: must be "qualified" or "bare"`}},
+		{"protocol", "auth: {mode: none}\nservers:\n  - name: a\n    command: [x]\n    protocol: 2025\n", []string{`servers[0].protocol: must be "auto" or "legacy"`}},
 		{"bare names with two servers", minimal + "  - name: b\n    command: [y]\nnames: bare\n", []string{`names: "bare" needs exactly one server`}},
 		{"several at once", "auth: {mode: none}\nlog: {level: loud, format: xml}\nservers:\n  - name: a\n    command: [x]\n",
 			[]string{"log.level: must be one of", "log.format: must be json or text"}},

@@ -71,6 +71,7 @@ type Server struct {
 
 	sessions *sessions
 	calls    *calls
+	asks     *asks // requests out to clients, waiting for their responses
 
 	authn       *auth.Authenticator
 	limiters    *limiters // nil: no rate limit
@@ -108,6 +109,7 @@ func New(opts Options) (*Server, error) {
 		lister:   opts.Gateway.NewLister(enc, derive(opts.Key, "cursor")),
 		sessions: newSessions(derive(opts.Key, "session"), opts.Config.Sessions.TTL.D()),
 		calls:    newCalls(),
+		asks:     newAsks(),
 		stopping: make(chan struct{}),
 		authn:    opts.Authenticator,
 	}

@@ -53,6 +53,9 @@ type exchange struct {
 	// sse says the answer is an event stream; w is then written as
 	// events come.
 	acceptJSON, acceptSSE bool
+	// push, while a request is answered with an event stream, sends a
+	// message on it before the response; nil otherwise.
+	push func(msg []byte)
 }
 
 // reply is the answer to one message: a JSON-RPC response (or nil for
@@ -170,7 +173,10 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) *exchange {
 		x.listen(w, m)
 		return x
 	}
-	if x.acceptSSE && (!x.acceptJSON || (m.Method == "tools/call" && callProgressToken(m.Params) != nil)) {
+	// A call is answered with an event stream when it asked for progress,
+	// or when its session's client can be asked for sampling, elicitation
+	// or roots: only that stream can carry the downstream's requests.
+	if x.acceptSSE && (!x.acceptJSON || (m.Method == "tools/call" && (callProgressToken(m.Params) != nil || x.sess.caps != 0))) {
 		x.stream(w, m)
 		return x
 	}
@@ -419,8 +425,11 @@ func (x *exchange) notification(m *jsonrpc.Message) {
 			}
 		}
 	}
-	// notifications/initialized, unknown notifications and responses
-	// need nothing. A 2026-07-28 client cancels by closing the stream.
+	if m.Kind == jsonrpc.KindResponse && x.sess.nonce != "" {
+		x.s.asks.deliver(x.sess.nonce, m)
+	}
+	// notifications/initialized and unknown notifications need nothing.
+	// A 2026-07-28 client cancels by closing the stream.
 }
 
 // request answers one request. progress, when set, receives the call's
@@ -682,7 +691,7 @@ func (x *exchange) initialize(m *jsonrpc.Message) reply {
 		return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+why)), status: http.StatusOK}
 	}
 	v := mcp.Negotiate(*p.ProtocolVersion)
-	id, sess := x.s.sessions.mint(v, x.owner())
+	id, sess := x.s.sessions.mint(v, x.owner(), capsOf(p.Capabilities))
 	x.sess, x.version, x.sessionID = sess, v, id
 	x.s.log.Info("session initialized", slog.String("request_id", x.rid), slog.String("protocol_version", v))
 	return reply{msg: jsonrpc.AppendResult(nil, m.ID, x.s.enc.Initialize(v)), status: http.StatusOK}
@@ -738,6 +747,7 @@ func (x *exchange) call(ctx context.Context, m *jsonrpc.Message, progress func(j
 		defer s.calls.remove(k)
 	}
 	c := gateway.Call{Name: *p.Name, Arguments: args, RequestID: x.rid, Principal: x.p}
+	x.relayTo(&c)
 	if tok := mcp.ProgressToken(p.Meta); tok != nil && progress != nil {
 		c.ProgressToken, c.Progress = tok, progress
 	}
@@ -801,12 +811,15 @@ func (x *exchange) stream(w http.ResponseWriter, m *jsonrpc.Message) {
 		}
 		ev.send(msg)
 	}
-	progress := func(params jsontext.Value) {
+	x.push = func(msg []byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		if !done {
-			send(append(append([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`), params...), '}'))
+			send(msg)
 		}
+	}
+	progress := func(params jsontext.Value) {
+		x.push(append(append([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`), params...), '}'))
 	}
 	rep := x.request(x.r.Context(), m, progress)
 	mu.Lock()

@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/mcp-bastion/bastion/internal/mcp"
 )
 
@@ -32,6 +35,41 @@ type session struct {
 	version string
 	nonce   string // hex, the session's identity
 	issued  time.Time
+	caps    clientCaps // what the client declared it can answer
+}
+
+// clientCaps are the client capabilities of a session that the gateway
+// can relay requests to (decision 24), sealed into the session id with
+// the rest: a stateless session keeps them without any state.
+type clientCaps byte
+
+// Client capabilities.
+const (
+	capSampling clientCaps = 1 << iota
+	capElicitation
+	capRoots
+)
+
+// capsOf reads the capabilities object of an initialize.
+func capsOf(caps []byte) clientCaps {
+	var c struct {
+		Sampling    jsontext.Value `json:"sampling"`
+		Elicitation jsontext.Value `json:"elicitation"`
+		Roots       jsontext.Value `json:"roots"`
+	}
+	if json.Unmarshal(caps, &c) != nil {
+		return 0
+	}
+	var out clientCaps
+	for _, f := range []struct {
+		v   jsontext.Value
+		bit clientCaps
+	}{{c.Sampling, capSampling}, {c.Elicitation, capElicitation}, {c.Roots, capRoots}} {
+		if len(f.v) > 0 && f.v.Kind() == '{' {
+			out |= f.bit
+		}
+	}
+	return out
 }
 
 // Limits of what sessions hold.
@@ -68,18 +106,20 @@ func ownerOf(issuer, subject string) []byte {
 	return s[:16]
 }
 
-// mint issues a session id for version, owned by owner (ownerOf).
-func (s *sessions) mint(version string, owner []byte) (string, session) {
+// mint issues a session id for version, owned by owner (ownerOf), for a
+// client that declared caps.
+func (s *sessions) mint(version string, owner []byte, caps clientCaps) (string, session) {
 	nonce := newNonce()
 	now := time.Now()
-	b := make([]byte, 0, 1+len(version)+8+16+16+16)
+	b := make([]byte, 0, 1+len(version)+8+16+16+1+16)
 	b = append(b, byte(len(version)))
 	b = append(b, version...)
 	b = binary.BigEndian.AppendUint64(b, uint64(now.Unix()))
 	b = append(b, nonce...)
 	b = append(b, owner...)
+	b = append(b, byte(caps))
 	b = append(b, hmacSum(s.key, b)[:16]...)
-	return base64.RawURLEncoding.EncodeToString(b), session{version: version, nonce: hex.EncodeToString(nonce), issued: now}
+	return base64.RawURLEncoding.EncodeToString(b), session{version: version, nonce: hex.EncodeToString(nonce), issued: now, caps: caps}
 }
 
 // open checks a session id: sealed with the key, owned by owner, a
@@ -89,7 +129,7 @@ func (s *sessions) open(id string, owner []byte) (session, error) {
 		return session{}, errNoSession
 	}
 	b, err := base64.RawURLEncoding.DecodeString(id)
-	const fixed = 1 + 8 + 16 + 16 + 16
+	const fixed = 1 + 8 + 16 + 16 + 1 + 16
 	if err != nil || len(b) < fixed || len(b) != int(b[0])+fixed {
 		return session{}, errSessionGone
 	}
@@ -104,6 +144,7 @@ func (s *sessions) open(id string, owner []byte) (session, error) {
 	if !hmac.Equal(b[1+n+8+16:1+n+8+16+16], owner) {
 		return session{}, errSessionGone
 	}
+	caps := clientCaps(b[1+n+8+16+16])
 	if !mcp.IsLegacy(version) || time.Since(issued) > s.ttl || time.Until(issued) > time.Minute {
 		return session{}, errSessionGone
 	}
@@ -113,7 +154,7 @@ func (s *sessions) open(id string, owner []byte) (session, error) {
 	if gone {
 		return session{}, errSessionGone
 	}
-	return session{version: version, nonce: nonce, issued: issued}, nil
+	return session{version: version, nonce: nonce, issued: issued, caps: caps}, nil
 }
 
 // revoke ends a session: its id is refused from now on, and its streams

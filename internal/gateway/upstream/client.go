@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -142,17 +143,32 @@ type CallOptions struct {
 	// Params are sent as Mcp-Param-* headers to a 2026-07-28 HTTP
 	// downstream.
 	Params []Param
+	// Requests, when set, answers the server-to-client requests
+	// (sampling/createMessage, elicitation/create, roots/list) the
+	// downstream sends while this call is the only one in flight on the
+	// connection (docs/gateway-surface.md decision 24): nothing else ties
+	// such a request to a call. It runs on its own goroutine, with the
+	// call's context.
+	Requests func(ctx context.Context, method string, params jsontext.Value) (jsontext.Value, *jsonrpc.Error)
+	// Messages, when set, receives the params of each
+	// notifications/message the downstream sends while this call is the
+	// only one in flight (decision 23).
+	Messages func(params jsontext.Value)
 }
+
+// Relayed server-to-client requests.
+var relayedRequests = []string{"sampling/createMessage", "elicitation/create", "roots/list"}
 
 // Client speaks MCP to one downstream connection. It is safe for
 // concurrent use. A Client is dead once its connection is: [Client.Fail]
 // fails every call in flight, and a transport makes a new one.
 type Client struct {
-	server string // the configured server name, for logs
-	t      transport
-	log    *slog.Logger
-	stats  *Stats
-	notify func(Notification)
+	server     string // the configured server name, for logs
+	legacyOnly bool   // initialize without trying server/discover
+	t          transport
+	log        *slog.Logger
+	stats      *Stats
+	notify     func(Notification)
 
 	info atomic.Pointer[Info]
 	// subscribed counts the pending subscriptions/listen requests, which
@@ -172,6 +188,12 @@ type pendingCall struct {
 	done     chan reply
 	progress func(jsontext.Value)
 	token    jsontext.Value // the caller's progress token
+	// method is the request's; ctx its context; requests and messages
+	// its CallOptions'.
+	method   string
+	ctx      context.Context
+	requests func(ctx context.Context, method string, params jsontext.Value) (jsontext.Value, *jsonrpc.Error)
+	messages func(jsontext.Value)
 }
 
 type reply struct {
@@ -182,6 +204,15 @@ type reply struct {
 // newClient returns a client for one connection on t.
 func newClient(server string, t transport, log *slog.Logger, stats *Stats, notify func(Notification)) *Client {
 	return &Client{server: server, t: t, log: log, stats: stats, notify: notify, pending: map[int64]*pendingCall{}, streaming: make(chan struct{})}
+}
+
+// Legacy makes the client's handshake skip server/discover and
+// initialize at once (servers[].protocol: legacy): a session-era
+// downstream can send server-to-client requests and log messages during
+// a call, which a 2026-07-28 one cannot.
+func (c *Client) Legacy() *Client {
+	c.legacyOnly = true
+	return c
 }
 
 // Info returns what the handshake learnt; ok is false before it completed.
@@ -198,10 +229,21 @@ var clientInfo = jsontext.Value(`{"name":"mcp-bastion-gateway","version":"0.1.0"
 
 // handshake negotiates the protocol: server/discover (2026-07-28), and
 // when the server answers that with an error, initialize with the latest
-// legacy version followed by notifications/initialized. Until
-// server-to-client requests are relayed, the gateway declares no client
-// capabilities.
+// legacy version followed by notifications/initialized (at once, for a
+// client made Legacy).
 func (c *Client) handshake(ctx context.Context) error {
+	if !c.legacyOnly {
+		if modern, err := c.discover(ctx); modern || err != nil {
+			return err
+		}
+	}
+	return c.initialize(ctx)
+}
+
+// discover tries the 2026-07-28 handshake: modern when the server speaks
+// it; an error only when the exchange failed otherwise than with a
+// JSON-RPC error (which means: initialize instead).
+func (c *Client) discover(ctx context.Context) (modern bool, _ error) {
 	// server/discover carries nothing but _meta.
 	res, err := c.roundTrip(ctx, "server/discover", nil, modernMeta(), CallOptions{})
 	var rpcErr *RPCError
@@ -216,7 +258,7 @@ func (c *Client) handshake(ctx context.Context) error {
 			} `json:"_meta"`
 		}
 		if err := json.Unmarshal(res, &d); err != nil {
-			return fmt.Errorf("upstream: server/discover result: %w", err)
+			return false, fmt.Errorf("upstream: server/discover result: %w", err)
 		}
 		supported := false
 		for _, v := range d.SupportedVersions {
@@ -225,13 +267,22 @@ func (c *Client) handshake(ctx context.Context) error {
 		if supported {
 			c.info.Store(&Info{Version: mcp.V20260728, Modern: true, ServerInfo: d.Meta.ServerInfo,
 				Capabilities: d.Capabilities, Instructions: d.Instructions})
-			return nil
+			return true, nil
 		}
 	case !errors.As(err, &rpcErr):
-		return err
+		return false, err
 	}
-	params := fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":{},"clientInfo":%s}`, mcp.LatestLegacy, clientInfo)
-	if res, err = c.roundTrip(ctx, "initialize", params, nil, CallOptions{}); err != nil {
+	return false, nil
+}
+
+// initialize is the session-era handshake at the latest legacy version.
+func (c *Client) initialize(ctx context.Context) error {
+	// The gateway can relay sampling, elicitation and roots requests to a
+	// caller that declared them; for one that did not, the downstream's
+	// request is answered with an error (decision 24).
+	params := fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":{"sampling":{},"elicitation":{},"roots":{}},"clientInfo":%s}`, mcp.LatestLegacy, clientInfo)
+	res, err := c.roundTrip(ctx, "initialize", params, nil, CallOptions{})
+	if err != nil {
 		return fmt.Errorf("upstream: initialize: %w", err)
 	}
 	var init struct {
@@ -292,7 +343,8 @@ func (c *Client) roundTrip(ctx context.Context, method string, params []byte, me
 	}
 	c.nextID++
 	id := c.nextID
-	p := &pendingCall{done: make(chan reply, 1), progress: opts.Progress, token: opts.ProgressToken}
+	p := &pendingCall{done: make(chan reply, 1), progress: opts.Progress, token: opts.ProgressToken,
+		method: method, ctx: ctx, requests: opts.Requests, messages: opts.Messages}
 	c.pending[id] = p
 	c.mu.Unlock()
 
@@ -514,27 +566,72 @@ func (c *Client) notification(m *jsonrpc.Message) {
 		c.streamOpen()
 		return
 	}
+	if m.Method == "notifications/message" {
+		if p := c.onlyCall(); p != nil && p.messages != nil {
+			p.messages(m.Params)
+		}
+	}
 	if c.notify != nil {
 		c.notify(Notification{Method: m.Method, Params: m.Params})
 	}
 }
 
-// request answers the downstream's own requests: ping, and an error for
-// everything else, since the gateway relays no server-to-client requests
-// and declared no client capability.
+// onlyCall is the one call in flight on the connection, not counting
+// the subscriptions/listen requests, which are streams; nil when there
+// is none or more than one.
+func (c *Client) onlyCall() *pendingCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var only *pendingCall
+	for _, p := range c.pending {
+		if p.method == "subscriptions/listen" {
+			continue
+		}
+		if only != nil {
+			return nil
+		}
+		only = p
+	}
+	return only
+}
+
+// request answers the downstream's own requests: ping; a relayed
+// request (decision 24) through the one call in flight, when there is
+// exactly one and its caller can answer; an error for everything else.
 func (c *Client) request(m *jsonrpc.Message) {
-	var out []byte
+	answer := func(out []byte) {
+		ctx, cancel := context.WithTimeout(context.Background(), cancelSendTimeout)
+		defer cancel()
+		if err := c.t.send(ctx, outgoing{msg: out}); err != nil {
+			c.log.Debug("answer to a downstream request not sent", slog.String("error", err.Error()))
+		}
+	}
 	if m.Method == "ping" {
-		out = jsonrpc.AppendResult(nil, m.ID, []byte("{}"))
-	} else {
-		out = jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
-			"Method not found: the gateway relays no requests from servers"))
+		answer(jsonrpc.AppendResult(nil, m.ID, []byte("{}")))
+		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cancelSendTimeout)
-	defer cancel()
-	if err := c.t.send(ctx, outgoing{msg: out}); err != nil {
-		c.log.Debug("answer to a downstream request not sent", slog.String("error", err.Error()))
+	if !slices.Contains(relayedRequests, m.Method) {
+		answer(jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
+			"Method not found: the gateway relays no such request from servers")))
+		return
 	}
+	p := c.onlyCall()
+	if p == nil || p.requests == nil {
+		answer(jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
+			"Method not found: the gateway relays a server's request only while exactly one call is in flight to it, for a caller that can answer it")))
+		return
+	}
+	id, params := m.ID, m.Params
+	go func() {
+		res, rerr := p.requests(p.ctx, m.Method, params)
+		if rerr != nil {
+			e := *rerr
+			e.ID = id
+			answer(jsonrpc.AppendError(nil, &e))
+			return
+		}
+		answer(jsonrpc.AppendResult(nil, id, res))
+	}()
 }
 
 // progressToken is the gateway's token for request id.

@@ -21,7 +21,9 @@ import (
 
 // HTTPOptions configure a Streamable HTTP downstream.
 type HTTPOptions struct {
-	Name string
+	// Legacy skips server/discover: the session era only.
+	Legacy bool
+	Name   string
 	// URL is the MCP endpoint.
 	URL string
 	// Headers are added to every request: the gateway's own credentials
@@ -132,6 +134,9 @@ func (s *HTTPServer) supervise() {
 		s.sessionID = ""
 		s.mu.Unlock()
 		c := newClient(s.opts.Name, nil, s.log, &s.stats, s.opts.OnNotify)
+		if s.opts.Legacy {
+			c.Legacy()
+		}
 		c.t = &httpTransport{s: s, c: c}
 		ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
 		done := make(chan error, 1)

@@ -62,6 +62,8 @@ func (s State) String() string {
 
 // StdioOptions configure a child server.
 type StdioOptions struct {
+	// Legacy skips server/discover: the session era only.
+	Legacy bool
 	// Name is the configured server name, for logs.
 	Name string
 	// Command is the child's argv.
@@ -192,6 +194,9 @@ func (s *StdioServer) runOnce() (stopped bool) {
 		return false
 	}
 	c := newClient(s.opts.Name, stdioTransport{ch.conn}, s.log, &s.stats, s.opts.OnNotify)
+	if s.opts.Legacy {
+		c.Legacy()
+	}
 	go func() {
 		defer close(ch.readDone)
 		s.read(ch.conn, c)
