@@ -477,9 +477,9 @@ mutate gw-sub-everyone "a resource update reaches every session's stream, not on
 	-- "$e2epkg" 'TestGatewayResourceSubscriptions'
 
 mutate gw-sub-authz "a resources/subscribe the deciding rule refuses reaches the downstream" \
-	internal/gateway/subscribe.go \
-	'\tif !d\.Allow \{' \
-	'\tif false && !d.Allow {' \
+	internal/gateway/resource.go \
+	'\tif !d\.Allow \{\n\t\tev\.Outcome' \
+	'\tif false && !d.Allow {\n\t\tev.Outcome' \
 	-- "$e2epkg" 'TestGatewayResourceSubscriptions'
 
 mutate gw-sub-unsubscribe "resources/unsubscribe leaves the subscription in place" \

@@ -93,36 +93,9 @@ func resourceNotFound(uri string) *Error {
 func (g *Gateway) ReadResource(ctx context.Context, c ResourceRead) ([]mcp.ResourceContents, error) {
 	ev := audit.Event{RequestID: c.RequestID, Subject: c.Principal.Subject, Issuer: c.Principal.Issuer,
 		Roles: c.Principal.Roles, Method: "resources/read"}
-	r, t := g.catalog.Snapshot().Route(c.URI)
-	var server string
-	switch {
-	case r != nil:
-		server, ev.Resource = r.Server, r.URI
-	case t != nil:
-		server, ev.Resource = t.Server, t.URITemplate
-	default:
-		ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "unknown_resource", CodeResourceNotFound
-		g.audit.Record(ev)
-		return nil, resourceNotFound(c.URI)
-	}
-	ev.Server = server
-	d := g.policy.Decide(c.Principal.Policy(), policy.Call{Kind: policy.KindResource, Qualified: server + ":" + c.URI, Server: server, Name: c.URI})
-	if d.NeedsArgs {
-		// A read has no arguments for a condition to judge: it is
-		// decided on the principal and the URI alone.
-		d = g.policy.Decide(c.Principal.Policy(), policy.Call{Kind: policy.KindResource, Qualified: server + ":" + c.URI,
-			Server: server, Name: c.URI, Args: map[string]any{"uri": c.URI}})
-	}
-	ev.Rule = d.Rule
-	g.metrics.Decision(d.Rule, d.Allow)
-	if !d.Allow {
-		ev.Outcome, ev.Reason, ev.Code = audit.Deny, d.Reason, CodeUnauthorized
-		g.audit.Record(ev)
-		e := unauthorized(ev.Resource, d, c.Principal.Roles)
-		e.Message = "Unauthorized: the caller may not read this resource"
-		data, _ := json.Marshal(map[string]any{"server": server, "rule": d.Rule, "required_roles": orNone(d.Required), "roles": orNone(c.Principal.Roles)})
-		e.Data = data
-		return nil, e
+	server, err := g.routeRead(c.Principal, c.URI, &ev)
+	if err != nil {
+		return nil, err
 	}
 	contents, took, err := g.readResource(ctx, c, server)
 	ev.Outcome = audit.Allow
@@ -136,6 +109,41 @@ func (g *Gateway) ReadResource(ctx context.Context, c ResourceRead) ([]mcp.Resou
 	}
 	g.audit.Record(ev)
 	return contents, err
+}
+
+// routeRead finds the server that serves a read of uri (an admitted
+// resource of exactly that URI, else the first matching template) and
+// decides the caller's read of it, on <server>:<uri>. ev gets the route
+// and the rule; a refusal is audited and returned: -32002 when nothing
+// admitted serves the URI, -32001 when the rule refuses.
+func (g *Gateway) routeRead(p auth.Principal, uri string, ev *audit.Event) (string, error) {
+	r, t := g.catalog.Snapshot().Route(uri)
+	var server string
+	switch {
+	case r != nil:
+		server, ev.Resource = r.Server, r.URI
+	case t != nil:
+		server, ev.Resource = t.Server, t.URITemplate
+	default:
+		ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "unknown_resource", CodeResourceNotFound
+		g.audit.Record(*ev)
+		return "", resourceNotFound(uri)
+	}
+	ev.Server = server
+	// A read has no arguments for a condition to judge but its URI.
+	d := g.policy.Decide(p.Policy(), policy.Call{Kind: policy.KindResource, Qualified: server + ":" + uri, Server: server, Name: uri,
+		Args: map[string]any{"uri": uri}})
+	ev.Rule = d.Rule
+	g.metrics.Decision(d.Rule, d.Allow)
+	if !d.Allow {
+		ev.Outcome, ev.Reason, ev.Code = audit.Deny, d.Reason, CodeUnauthorized
+		g.audit.Record(*ev)
+		e := unauthorized(ev.Resource, d, p.Roles)
+		e.Message = "Unauthorized: the caller may not read this resource"
+		e.Data, _ = json.Marshal(map[string]any{"server": server, "rule": d.Rule, "required_roles": orNone(d.Required), "roles": orNone(p.Roles)})
+		return "", e
+	}
+	return server, nil
 }
 
 func orNone(s []string) []string {

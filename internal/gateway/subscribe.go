@@ -11,7 +11,6 @@ import (
 
 	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/auth"
-	"github.com/mcp-bastion/bastion/internal/gateway/policy"
 	"github.com/mcp-bastion/bastion/internal/gateway/upstream"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 )
@@ -176,29 +175,9 @@ func (g *Gateway) dropSubscription(subscriber string, k subKey) bool {
 func (g *Gateway) subscribable(c SubscribeRequest, method string) (string, error) {
 	ev := audit.Event{RequestID: c.RequestID, Subject: c.Principal.Subject, Issuer: c.Principal.Issuer,
 		Roles: c.Principal.Roles, Method: method}
-	r, t := g.catalog.Snapshot().Route(c.URI)
-	var server string
-	switch {
-	case r != nil:
-		server, ev.Resource = r.Server, r.URI
-	case t != nil:
-		server, ev.Resource = t.Server, t.URITemplate
-	default:
-		ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "unknown_resource", CodeResourceNotFound
-		g.audit.Record(ev)
-		return "", resourceNotFound(c.URI)
-	}
-	ev.Server = server
-	d := g.policy.Decide(c.Principal.Policy(), policy.Call{Kind: policy.KindResource, Qualified: server + ":" + c.URI, Server: server, Name: c.URI,
-		Args: map[string]any{"uri": c.URI}})
-	ev.Rule = d.Rule
-	if !d.Allow {
-		ev.Outcome, ev.Reason, ev.Code = audit.Deny, d.Reason, CodeUnauthorized
-		g.audit.Record(ev)
-		e := unauthorized(ev.Resource, d, c.Principal.Roles)
-		e.Message = "Unauthorized: the caller may not read this resource"
-		e.Data, _ = json.Marshal(map[string]any{"server": server, "rule": d.Rule, "required_roles": orNone(d.Required), "roles": orNone(c.Principal.Roles)})
-		return "", e
+	server, err := g.routeRead(c.Principal, c.URI, &ev)
+	if err != nil {
+		return "", err
 	}
 	ds := g.servers[server]
 	ds.mu.Lock()

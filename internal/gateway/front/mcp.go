@@ -465,58 +465,17 @@ func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress fun
 		}
 		return ok(s.enc.Discover())
 	case "tools/list":
-		var p struct {
-			Cursor *string        `json:"cursor"`
-			Meta   jsontext.Value `json:"_meta"`
-		}
-		if m.Params != nil {
-			if err := json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)); err != nil {
-				return fail(http.StatusOK, jsonrpc.CodeInvalidParams, "Invalid params: params do not match tools/list")
-			}
-		}
-		res, err := s.lister.List(x.version, p.Cursor, s.g.ViewOf(x.p))
-		if err != nil {
-			return reply{msg: jsonrpc.AppendError(nil, err.RPC(m.ID)), status: err.Status}
-		}
-		return ok(res)
+		return x.list(m, s.lister.List)
 	case "tools/call":
 		return x.call(ctx, m, progress)
 	case "prompts/list":
-		var p struct {
-			Cursor *string        `json:"cursor"`
-			Meta   jsontext.Value `json:"_meta"`
-		}
-		if m.Params != nil {
-			if err := json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)); err != nil {
-				return fail(http.StatusOK, jsonrpc.CodeInvalidParams, "Invalid params: params do not match prompts/list")
-			}
-		}
-		res, err := s.lister.ListPrompts(x.version, p.Cursor, s.g.ViewOf(x.p))
-		if err != nil {
-			return reply{msg: jsonrpc.AppendError(nil, err.RPC(m.ID)), status: err.Status}
-		}
-		return ok(res)
+		return x.list(m, s.lister.ListPrompts)
 	case "prompts/get":
 		return x.getPrompt(ctx, m)
-	case "resources/list", "resources/templates/list":
-		var p struct {
-			Cursor *string        `json:"cursor"`
-			Meta   jsontext.Value `json:"_meta"`
-		}
-		if m.Params != nil {
-			if err := json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)); err != nil {
-				return fail(http.StatusOK, jsonrpc.CodeInvalidParams, "Invalid params: params do not match "+m.Method)
-			}
-		}
-		list := s.lister.ListResources
-		if m.Method == "resources/templates/list" {
-			list = s.lister.ListTemplates
-		}
-		res, err := list(x.version, p.Cursor, s.g.ViewOf(x.p))
-		if err != nil {
-			return reply{msg: jsonrpc.AppendError(nil, err.RPC(m.ID)), status: err.Status}
-		}
-		return ok(res)
+	case "resources/list":
+		return x.list(m, s.lister.ListResources)
+	case "resources/templates/list":
+		return x.list(m, s.lister.ListTemplates)
 	case "resources/read":
 		return x.readResource(ctx, m)
 	case "resources/subscribe", "resources/unsubscribe":
@@ -577,6 +536,27 @@ func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress fun
 		return ok(s.enc.Empty(x.version))
 	}
 	return fail(http.StatusOK, jsonrpc.CodeMethodNotFound, "Method not found: "+problem.Quote(m.Method))
+}
+
+// list answers a paginated list method with one of the lister's
+// renderings: its params (a cursor, _meta) strictly, then the page of
+// the caller's view.
+func (x *exchange) list(m *jsonrpc.Message, render func(version string, cursor *string, view gateway.View) ([]byte, *gateway.Error)) reply {
+	var p struct {
+		Cursor *string        `json:"cursor"`
+		Meta   jsontext.Value `json:"_meta"`
+	}
+	if m.Params != nil {
+		if err := json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)); err != nil {
+			return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams,
+				"Invalid params: params do not match "+m.Method)), status: http.StatusOK}
+		}
+	}
+	res, err := render(x.version, p.Cursor, x.s.g.ViewOf(x.p))
+	if err != nil {
+		return reply{msg: jsonrpc.AppendError(nil, err.RPC(m.ID)), status: err.Status}
+	}
+	return reply{msg: jsonrpc.AppendResult(nil, m.ID, res), status: http.StatusOK}
 }
 
 // readResource answers a resources/read: its params strictly, then the
