@@ -373,3 +373,44 @@ func TestAdmissionPrompts(t *testing.T) {
 		t.Errorf("the tool's record: %+v", review[":fx.summarize"])
 	}
 }
+
+// TestGatewayCapabilities: what the gateway declares besides tools is
+// what it relays and some connected server offers (decision 25), in
+// initialize and server/discover alike: nothing more for a server of
+// tools only; prompts, completions, resources and their subscribe for
+// one that offers them.
+func TestGatewayCapabilities(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "p.json"), "["+summarizePrompt+"]")
+	writeFile(t, filepath.Join(dir, "r.json"), `{"resources":[{"uri":"file:///a","name":"a"}]}`)
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"tools only", map[string]string{}, []string{"tools"}},
+		{"prompts and resources", map[string]string{"FIXTURE_PROMPTS": filepath.Join(dir, "p.json"), "FIXTURE_RESOURCES": filepath.Join(dir, "r.json")},
+			[]string{"completions", "prompts", "resources", "tools"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mark := newMark()
+			g := startGateway(t, mark, fixture("fx", mark, tc.env), "")
+			init := g.mustPost(nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`)
+			disc := g.mustPost(modernHeaders("server/discover", ""), modernBody(1, "server/discover", nil))
+			for what, r := range map[string]httpReply{"initialize": init, "server/discover": disc} {
+				caps, _ := resultObj(t, r.msg(t))["capabilities"].(map[string]any)
+				var got []string
+				for k := range caps {
+					got = append(got, k)
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, tc.want) {
+					t.Errorf("%s declares %v, want %v", what, got, tc.want)
+				}
+				if res, _ := caps["resources"].(map[string]any); res != nil && res["subscribe"] != true {
+					t.Errorf("%s: resources without subscribe: %v", what, res)
+				}
+			}
+		})
+	}
+}

@@ -527,6 +527,12 @@ mutate gw-session-header-era "a legacy session is served under a 2026-07-28 or u
 	'if false {\n\t\t\treturn invalid("the MCP-Protocol-Version header is not a session-era' \
 	-- "$e2epkg" 'TestGatewayLegacySessions'
 
+mutate gw-offered "the gateway declares prompts though no connected server offers them" \
+	internal/gateway/complete.go \
+	'o\.Prompts = o\.Prompts \|\| offersCapability\(caps, "prompts"\)' \
+	'o.Prompts = true' \
+	-- "$e2epkg" 'TestGatewayCapabilities'
+
 mutate gw-cursor-list "a tools/list cursor is read as a prompts/list cursor" \
 	internal/gateway/list.go \
 	'm\.Write\(\[\]byte\("mcp-bastion " \+ list \+ " cursor' \

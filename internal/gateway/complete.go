@@ -222,3 +222,25 @@ func (g *Gateway) SetLogLevel(ctx context.Context, level string) {
 	}
 	wg.Wait()
 }
+
+// Offered is what the HTTP front declares besides tools (decision 25):
+// each feature the gateway relays that some connected server declared
+// at its last handshake.
+func (g *Gateway) Offered() mcp.Offered {
+	var o mcp.Offered
+	for _, name := range g.order {
+		d := g.servers[name]
+		if d.conn == nil || !d.conn.Connected() {
+			continue
+		}
+		d.mu.Lock()
+		caps := d.info.Capabilities
+		d.mu.Unlock()
+		o.Prompts = o.Prompts || offersCapability(caps, "prompts")
+		o.Resources = o.Resources || offersCapability(caps, "resources")
+		o.Subscribe = o.Subscribe || subscribeCapability(caps)
+		o.Completions = o.Completions || offersCapability(caps, "completions")
+		o.Logging = o.Logging || offersCapability(caps, "logging")
+	}
+	return o
+}

@@ -34,32 +34,40 @@ type Encoder struct {
 	initialize map[string][]byte
 	toolsList  map[string][]byte
 	discover   []byte
+	// listChanged and offered are the options the results were rendered
+	// with; with offered set, initialize and discover are rendered per
+	// call.
+	listChanged bool
+	offered     func() Offered
 }
 
 // EncoderOption configures an Encoder.
 type EncoderOption func(*encoderOptions)
 
-type encoderOptions struct{ listChanged, prompts, resources, completions, logging bool }
-
-// Completions advertises completions: the server answers completion/complete.
-func Completions() EncoderOption { return func(o *encoderOptions) { o.completions = true } }
-
-// Logging advertises logging: the server accepts logging/setLevel.
-func Logging() EncoderOption { return func(o *encoderOptions) { o.logging = true } }
-
-// ResourcesListChanged advertises resources with listChanged and
-// subscribe: the server relays resources/list, resources/templates/list,
-// resources/read and resources/subscribe.
-func ResourcesListChanged() EncoderOption { return func(o *encoderOptions) { o.resources = true } }
-
-// PromptsListChanged advertises prompts with listChanged: the server
-// relays prompts/list and prompts/get, and its prompt list can change
-// while it runs.
-func PromptsListChanged() EncoderOption { return func(o *encoderOptions) { o.prompts = true } }
+type encoderOptions struct {
+	listChanged bool
+	offered     func() Offered
+}
 
 // ToolsListChanged advertises tools.listChanged: the server's tools can
 // change while it runs, and it says so with notifications/tools/list_changed.
 func ToolsListChanged() EncoderOption { return func(o *encoderOptions) { o.listChanged = true } }
+
+// Offered are the capabilities besides tools that a relaying server
+// offers at a moment: what it relays and some server behind it offers.
+type Offered struct {
+	// Prompts and Resources are declared with listChanged; Subscribe
+	// adds resources.subscribe.
+	Prompts, Resources, Subscribe bool
+	Completions, Logging          bool
+}
+
+// OfferedBy makes the encoder declare, in every initialize and
+// server/discover result, the capabilities fn reports at that moment
+// (rendered per call, since they change as servers come and go).
+func OfferedBy(fn func() Offered) EncoderOption {
+	return func(o *encoderOptions) { o.offered = fn }
+}
 
 // NewEncoder renders the fixed results for a server with the given identity,
 // instructions and tools.
@@ -73,6 +81,8 @@ func NewEncoder(info Implementation, instructions string, tools []tool.Descripto
 		instructions: instructions,
 		initialize:   map[string][]byte{},
 		toolsList:    map[string][]byte{},
+		listChanged:  o.listChanged,
+		offered:      o.offered,
 	}
 	infoJSON, err := json.Marshal(info, json.Deterministic(true))
 	if err != nil {
@@ -80,19 +90,7 @@ func NewEncoder(info Implementation, instructions string, tools []tool.Descripto
 	}
 	e.modernMeta = fmt.Appendf(nil, `,"_meta":{%q:%s},"resultType":"complete"`, MetaServerInfo, infoJSON)
 
-	caps := map[string]any{"tools": map[string]any{"listChanged": o.listChanged}}
-	if o.prompts {
-		caps["prompts"] = map[string]any{"listChanged": true}
-	}
-	if o.resources {
-		caps["resources"] = map[string]any{"listChanged": true, "subscribe": true}
-	}
-	if o.completions {
-		caps["completions"] = map[string]any{}
-	}
-	if o.logging {
-		caps["logging"] = map[string]any{}
-	}
+	caps := e.capabilities(Offered{})
 	for _, v := range AllVersions() {
 		f := FeaturesOf(v)
 		list, err := renderTools(f, tools)
@@ -105,33 +103,73 @@ func NewEncoder(info Implementation, instructions string, tools []tool.Descripto
 			continue
 		}
 		e.toolsList[v] = list
-		si := info
-		if !f.Structured {
-			si.Title = "" // Implementation.title arrived in 2025-06-18
-		}
-		init := struct {
-			ProtocolVersion string         `json:"protocolVersion"`
-			Capabilities    map[string]any `json:"capabilities"`
-			ServerInfo      Implementation `json:"serverInfo"`
-			Instructions    string         `json:"instructions,omitempty"`
-		}{v, caps, si, instructions}
-		if e.initialize[v], err = json.Marshal(init, json.Deterministic(true)); err != nil {
-			return nil, fmt.Errorf("mcp: initialize result: %w", err)
+		if e.initialize[v], err = e.renderInitialize(v, caps); err != nil {
+			return nil, err
 		}
 	}
+	if e.discover, err = e.renderDiscover(caps); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// capabilities is the capabilities object: tools, and what off offers.
+func (e *Encoder) capabilities(off Offered) map[string]any {
+	caps := map[string]any{"tools": map[string]any{"listChanged": e.listChanged}}
+	if off.Prompts {
+		caps["prompts"] = map[string]any{"listChanged": true}
+	}
+	if off.Resources {
+		r := map[string]any{"listChanged": true}
+		if off.Subscribe {
+			r["subscribe"] = true
+		}
+		caps["resources"] = r
+	}
+	if off.Completions {
+		caps["completions"] = map[string]any{}
+	}
+	if off.Logging {
+		caps["logging"] = map[string]any{}
+	}
+	return caps
+}
+
+func (e *Encoder) renderInitialize(v string, caps map[string]any) ([]byte, error) {
+	si := e.info
+	if !FeaturesOf(v).Structured {
+		si.Title = "" // Implementation.title arrived in 2025-06-18
+	}
+	init := struct {
+		ProtocolVersion string         `json:"protocolVersion"`
+		Capabilities    map[string]any `json:"capabilities"`
+		ServerInfo      Implementation `json:"serverInfo"`
+		Instructions    string         `json:"instructions,omitempty"`
+	}{v, caps, si, e.instructions}
+	b, err := json.Marshal(init, json.Deterministic(true))
+	if err != nil {
+		return nil, fmt.Errorf("mcp: initialize result: %w", err)
+	}
+	return b, nil
+}
+
+func (e *Encoder) renderDiscover(caps map[string]any) ([]byte, error) {
 	disc := struct {
 		SupportedVersions []string       `json:"supportedVersions"`
 		Capabilities      map[string]any `json:"capabilities"`
 		Instructions      string         `json:"instructions,omitempty"`
 		TTLMs             int            `json:"ttlMs"`
 		CacheScope        string         `json:"cacheScope"`
-	}{ModernVersions(), caps, instructions, ListTTLMillis, "public"}
+	}{ModernVersions(), caps, e.instructions, ListTTLMillis, "public"}
+	if e.offered != nil {
+		// What is offered changes as servers come and go: not cached.
+		disc.TTLMs, disc.CacheScope = 0, "private"
+	}
 	d, err := json.Marshal(disc, json.Deterministic(true))
 	if err != nil {
 		return nil, fmt.Errorf("mcp: discover result: %w", err)
 	}
-	e.discover = e.decorate(d, V20260728)
-	return e, nil
+	return e.decorate(d, V20260728), nil
 }
 
 // decorate adds the modern result members to a rendered result object.
@@ -186,10 +224,24 @@ func renderTools(f Features, tools []tool.Descriptor) ([]byte, error) {
 }
 
 // Initialize returns the initialize result for a negotiated legacy version.
-func (e *Encoder) Initialize(version string) []byte { return e.initialize[version] }
+func (e *Encoder) Initialize(version string) []byte {
+	if e.offered != nil {
+		if b, err := e.renderInitialize(version, e.capabilities(e.offered())); err == nil {
+			return b
+		}
+	}
+	return e.initialize[version]
+}
 
 // Discover returns the server/discover result.
-func (e *Encoder) Discover() []byte { return e.discover }
+func (e *Encoder) Discover() []byte {
+	if e.offered != nil {
+		if b, err := e.renderDiscover(e.capabilities(e.offered())); err == nil {
+			return b
+		}
+	}
+	return e.discover
+}
 
 // ToolsList returns the tools/list result for version.
 func (e *Encoder) ToolsList(version string) []byte { return e.toolsList[version] }

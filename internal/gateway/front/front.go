@@ -94,8 +94,10 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	enc, err := mcp.NewEncoder(opts.Info, Instructions, nil, mcp.ToolsListChanged(), mcp.PromptsListChanged(), mcp.ResourcesListChanged(),
-		mcp.Completions(), mcp.Logging())
+	// Capabilities besides tools are what the gateway relays and some
+	// connected server offers (decision 25), as things stand at each
+	// initialize and server/discover.
+	enc, err := mcp.NewEncoder(opts.Info, Instructions, nil, mcp.ToolsListChanged(), mcp.OfferedBy(opts.Gateway.Offered))
 	if err != nil {
 		return nil, fmt.Errorf("front: %w", err)
 	}
