@@ -173,10 +173,12 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) *exchange {
 		x.listen(w, m)
 		return x
 	}
-	// A call is answered with an event stream when it asked for progress,
-	// or when its session's client can be asked for sampling, elicitation
-	// or roots: only that stream can carry the downstream's requests.
-	if x.acceptSSE && (!x.acceptJSON || (m.Method == "tools/call" && (callProgressToken(m.Params) != nil || x.sess.caps != 0))) {
+	// A request is answered with an event stream when the client takes
+	// only that; a call when it asked for progress; and every request of
+	// a session whose client can be asked for sampling, elicitation or
+	// roots, as such a client expects messages before a response: only a
+	// stream can carry a downstream's requests and log messages.
+	if x.acceptSSE && (!x.acceptJSON || x.sess.caps != 0 || (m.Method == "tools/call" && callProgressToken(m.Params) != nil)) {
 		x.stream(w, m)
 		return x
 	}
