@@ -732,8 +732,8 @@ mutate gw-approve-digest "an approval pins whatever waits, not the digest that w
 
 mutate gw-held-offered "a tool the ledger holds is offered anyway" \
 	internal/gateway/catalog/catalog.go \
-	'ok && r\.Status == admit\.Admitted && r\.Digest == t\.Digest' \
-	'ok || r.Status != ""' \
+	'\t\tif r\.Status == admit\.Admitted \{\n\t\t\tadmitted\[r\.Name\] = r\.Digest' \
+	'\t\tif r.Status != "" {\n\t\t\tadmitted[r.Name] = r.Digest' \
 	-- "$catpkg" 'TestJudgeHolds'
 
 mutate gw-output-schema "a result that fails the pinned outputSchema is relayed" \

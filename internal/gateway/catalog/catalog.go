@@ -265,29 +265,32 @@ func (c *Catalog) Update(srv Server, descriptors []jsontext.Value) error {
 		c.Remove(srv.Name)
 		return err
 	}
-	byName := make(map[string]admit.Record, len(recs))
-	for _, r := range recs {
-		byName[r.Qualified] = r
-	}
-	offered := st.tools[:0]
-	for _, t := range st.tools {
-		if r, ok := byName[t.Qualified]; ok && r.Status == admit.Admitted && r.Digest == t.Digest {
-			offered = append(offered, t)
-		}
-	}
-	st.tools = offered
-	for _, r := range recs {
-		if r.Status != admit.Admitted {
-			st.held = append(st.held, r)
-		}
-	}
-	slices.SortFunc(st.held, func(a, b admit.Record) int { return strings.Compare(a.Qualified, b.Qualified) })
+	admitted, held := judged(recs)
+	st.tools = slices.DeleteFunc(st.tools, func(t *Tool) bool { return admitted[t.Name] != t.Digest })
+	st.held = append(st.held, held...)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st.prompts, st.resources = c.servers[srv.Name].prompts, c.servers[srv.Name].resources
 	c.servers[srv.Name] = st
 	c.publish()
 	return nil
+}
+
+// judged reads a judge's records of one server and kind: the digest
+// each admitted name may be offered with (a descriptor is offered only
+// when its digest is the one admitted), and the records it holds,
+// sorted by reference.
+func judged(recs []admit.Record) (admitted map[string]string, held []admit.Record) {
+	admitted = make(map[string]string, len(recs))
+	for _, r := range recs {
+		if r.Status == admit.Admitted {
+			admitted[r.Name] = r.Digest
+			continue
+		}
+		held = append(held, r)
+	}
+	slices.SortFunc(held, func(a, b admit.Record) int { return strings.Compare(a.Ref(), b.Ref()) })
+	return admitted, held
 }
 
 // Remove exposes nothing of server: its list failed, or it is gone.

@@ -84,23 +84,9 @@ func (c *Catalog) UpdatePrompts(srv Server, descriptors []jsontext.Value) error 
 		c.RemovePrompts(srv.Name)
 		return err
 	}
-	byName := make(map[string]admit.Record, len(recs))
-	for _, r := range recs {
-		byName[r.Qualified] = r
-	}
-	offered := sp.prompts[:0]
-	for _, p := range sp.prompts {
-		if r, ok := byName[p.Qualified]; ok && r.Status == admit.Admitted && r.Digest == p.Digest {
-			offered = append(offered, p)
-		}
-	}
-	sp.prompts = offered
-	for _, r := range recs {
-		if r.Status != admit.Admitted {
-			sp.held = append(sp.held, r)
-		}
-	}
-	slices.SortFunc(sp.held, func(a, b admit.Record) int { return strings.Compare(a.Qualified, b.Qualified) })
+	admitted, held := judged(recs)
+	sp.prompts = slices.DeleteFunc(sp.prompts, func(p *Prompt) bool { return admitted[p.Name] != p.Digest })
+	sp.held = held
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.servers[srv.Name]

@@ -121,24 +121,11 @@ func (c *Catalog) UpdateResources(srv Server, resources, templates []jsontext.Va
 		c.RemoveResources(srv.Name)
 		return err
 	}
-	admitted := func(recs []admit.Record) map[string]string {
-		m := map[string]string{}
-		for _, r := range recs {
-			if r.Status == admit.Admitted {
-				m[r.Name] = r.Digest
-			}
-		}
-		return m
-	}
-	okR, okT := admitted(recs), admitted(trecs)
+	okR, heldR := judged(recs)
+	okT, heldT := judged(trecs)
 	sr.resources = slices.DeleteFunc(sr.resources, func(r *Resource) bool { return okR[r.URI] != r.Digest })
 	sr.templates = slices.DeleteFunc(sr.templates, func(t *Template) bool { return okT[t.URITemplate] != t.Digest })
-	for _, r := range append(recs, trecs...) {
-		if r.Status != admit.Admitted {
-			sr.held = append(sr.held, r)
-		}
-	}
-	slices.SortFunc(sr.held, func(a, b admit.Record) int { return strings.Compare(a.Ref(), b.Ref()) })
+	sr.held = append(heldR, heldT...)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.servers[srv.Name]

@@ -500,32 +500,13 @@ func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress fun
 		} else {
 			err = s.g.Unsubscribe(ctx, c)
 		}
-		var gwErr *gateway.Error
-		switch {
-		case err == nil:
-			return ok(s.enc.Empty(x.version))
-		case errors.As(err, &gwErr):
-			return reply{msg: jsonrpc.AppendError(nil, gwErr.RPC(m.ID)), status: gwErr.Status}
-		case ctx.Err() != nil:
-			return reply{}
-		}
-		s.log.Error(m.Method+" failed", slog.String("request_id", x.rid), slog.String("error", err.Error()))
-		return fail(http.StatusInternalServerError, jsonrpc.CodeInternalError, "Internal error")
+		return x.answer(ctx, m, err, nil, func() []byte { return s.enc.Empty(x.version) })
 	case "completion/complete":
 		res, err := s.g.Complete(ctx, gateway.CompletionRequest{Params: m.Params, RequestID: x.rid, Principal: x.p})
-		var gwErr *gateway.Error
-		switch {
-		case errors.Is(err, gateway.ErrCompletionParams):
+		if errors.Is(err, gateway.ErrCompletionParams) {
 			return fail(http.StatusOK, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error())
-		case errors.As(err, &gwErr):
-			return reply{msg: jsonrpc.AppendError(nil, gwErr.RPC(m.ID)), status: gwErr.Status}
-		case err != nil && ctx.Err() != nil:
-			return reply{}
-		case err != nil:
-			s.log.Error("completion/complete failed", slog.String("request_id", x.rid), slog.String("error", err.Error()))
-			return fail(http.StatusInternalServerError, jsonrpc.CodeInternalError, "Internal error")
 		}
-		return ok(s.enc.AppendCompletion(nil, x.version, res))
+		return x.answer(ctx, m, err, nil, func() []byte { return s.enc.AppendCompletion(nil, x.version, res) })
 	case "logging/setLevel":
 		var p struct {
 			Level *string        `json:"level"`
@@ -581,19 +562,33 @@ func (x *exchange) readResource(ctx context.Context, m *jsonrpc.Message) reply {
 			slog.String("outcome", outcome), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
 	}()
 	contents, err := s.g.ReadResource(ctx, gateway.ResourceRead{URI: *p.URI, RequestID: x.rid, Principal: x.p})
+	return x.answer(ctx, m, err, &outcome, func() []byte { return s.enc.AppendRelayedContents(nil, x.version, contents) })
+}
+
+// answer maps what a gateway method returned to the reply: the result
+// render makes when err is nil, the gateway's own error, no answer when
+// the caller went away, else -32603 with the error in the log only.
+// outcome, when set, gets the log line's word for it.
+func (x *exchange) answer(ctx context.Context, m *jsonrpc.Message, err error, outcome *string, render func() []byte) reply {
+	set := func(o string) {
+		if outcome != nil {
+			*outcome = o
+		}
+	}
 	var gwErr *gateway.Error
 	switch {
 	case err == nil:
-		return reply{msg: jsonrpc.AppendResult(nil, m.ID, s.enc.AppendRelayedContents(nil, x.version, contents)), status: http.StatusOK}
+		set("ok")
+		return reply{msg: jsonrpc.AppendResult(nil, m.ID, render()), status: http.StatusOK}
 	case errors.As(err, &gwErr):
-		outcome = "error_" + strconv.Itoa(gwErr.Code)
+		set("error_" + strconv.Itoa(gwErr.Code))
 		return reply{msg: jsonrpc.AppendError(nil, gwErr.RPC(m.ID)), status: gwErr.Status}
 	case ctx.Err() != nil:
-		outcome = "cancelled"
-		return reply{}
+		set("cancelled")
+		return reply{} // the client cancelled or went away: no answer
 	}
-	outcome = "internal_error"
-	s.log.Error("resources/read failed", slog.String("request_id", x.rid), slog.String("error", err.Error()))
+	set("internal_error")
+	x.s.log.Error(m.Method+" failed", slog.String("request_id", x.rid), slog.String("error", err.Error()))
 	return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError, "Internal error")), status: http.StatusInternalServerError}
 }
 
@@ -630,20 +625,9 @@ func (x *exchange) getPrompt(ctx context.Context, m *jsonrpc.Message) reply {
 			slog.String("outcome", outcome), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
 	}()
 	res, err := s.g.GetPrompt(ctx, gateway.PromptGet{Name: *p.Name, Arguments: p.Arguments, RequestID: x.rid, Principal: x.p})
-	var gwErr *gateway.Error
-	switch {
-	case err == nil:
-		return reply{msg: jsonrpc.AppendResult(nil, m.ID, s.enc.AppendRelayedPrompt(nil, x.version, res.Description, res.Messages)), status: http.StatusOK}
-	case errors.As(err, &gwErr):
-		outcome = "error_" + strconv.Itoa(gwErr.Code)
-		return reply{msg: jsonrpc.AppendError(nil, gwErr.RPC(m.ID)), status: gwErr.Status}
-	case ctx.Err() != nil:
-		outcome = "cancelled"
-		return reply{}
-	}
-	outcome = "internal_error"
-	s.log.Error("prompts/get failed", slog.String("request_id", x.rid), slog.String("error", err.Error()))
-	return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError, "Internal error")), status: http.StatusInternalServerError}
+	return x.answer(ctx, m, err, &outcome, func() []byte {
+		return s.enc.AppendRelayedPrompt(nil, x.version, res.Description, res.Messages)
+	})
 }
 
 // initialize starts a legacy session: the version is negotiated, the
