@@ -6,6 +6,10 @@
 #
 #   direct         mcpload -> echohttp (bench/echohttp: the official Go
 #                  SDK's Streamable HTTP server, JSON answers)
+#   proxy          mcpload -> bench/revproxy -> echohttp: the standard
+#                  library's httputil.ReverseProxy and nothing else, the
+#                  price of one more HTTP hop; gateway-http's "added over
+#                  proxy" is then the gateway's own work
 #   gateway-http   mcpload -> bastion gateway -> echohttp
 #   gateway-stdio  mcpload -> bastion gateway -> bench/echoserver, a stdio
 #                  child of the gateway
@@ -20,8 +24,10 @@
 # shows medians over the rounds and, as x_direct, the median of the
 # per-round ratios to direct: runs of one round are adjacent in time, so
 # their ratio holds up better on a busy machine than any absolute figure.
-# "added" is the latency the gateway adds at the median: its p50 minus
-# direct's p50, from the medians over rounds, and per round.
+# "added" is the latency the gateway adds at the median: the median over
+# rounds of its p50 minus direct's p50 in the same round (paired, as
+# x_direct is), with every round's difference; with proxy among the
+# targets, gateway-http's added over proxy is given the same way.
 #
 # cpu_us is the CPU time (user+system) per call of every server process of
 # the target, over the whole run; gw_us and ds_us split it into the
@@ -40,8 +46,11 @@
 #   DURATION=5s       measured window of each run
 #   WARMUP=1s         unmeasured warm-up of each run
 #   INFLIGHT="1 16"   in-flight levels
-#   TARGETS="direct gateway-http gateway-stdio"  the targets (direct is
-#                     needed for x_direct and added)
+#   TARGETS="direct proxy gateway-http gateway-stdio"  the targets
+#                     (direct is needed for x_direct and added)
+#   GATEWAY_ENV="K=V ..."  extra environment of every gateway and of
+#                     revproxy (so that proxy stays the floor of the same
+#                     hop), e.g. GOMAXPROCS=1 to run them on one P
 #   PROFILE=path      afterwards, one more run of PROFILE_TARGET at the
 #                     highest in-flight level with BASTION_CPUPROFILE=path
 #                     in the gateway's environment (the gateway writes a
@@ -62,7 +71,8 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5s}
 WARMUP=${WARMUP:-1s}
 INFLIGHT=${INFLIGHT:-"1 16"}
-TARGETS=${TARGETS:-"direct gateway-http gateway-stdio"}
+TARGETS=${TARGETS:-"direct proxy gateway-http gateway-stdio"}
+GATEWAY_ENV=${GATEWAY_ENV:-}
 PROFILE=${PROFILE:-}
 PROFILE_TARGET=${PROFILE_TARGET:-gateway-http}
 
@@ -110,6 +120,7 @@ forget() { # forget PID: drop it from started
 echo "building into $tmp ..." >&2
 (cd "$root" && go build -o "$tmp/bastion" ./cmd/bastion)
 (cd "$root" && go build -o "$tmp/echohttp" ./bench/echohttp)
+(cd "$root" && go build -o "$tmp/revproxy" ./bench/revproxy)
 (cd "$root" && go build -o "$tmp/bastion-echo" ./bench/echoserver)
 (cd "$root" && go build -o "$tmp/mcpload" ./bench/mcpload)
 
@@ -171,6 +182,25 @@ start_echohttp() {
 	exit 1
 }
 
+# start_revproxy TO LOG sets rp_pid and rp_url.
+start_revproxy() {
+	local to=$1 log=$2 i
+	: >"$log.out"
+	# shellcheck disable=SC2086 # GATEWAY_ENV is a list of K=V words
+	env $GATEWAY_ENV "$tmp/revproxy" -addr 127.0.0.1:0 -to "$to" >"$log.out" 2>"$log" &
+	rp_pid=$!
+	started+=("$rp_pid")
+	for ((i = 0; i < 200; i++)); do
+		rp_url=$(sed -n 's/^LISTEN //p' "$log.out")
+		[[ -n $rp_url ]] && return 0
+		[[ $(state "$rp_pid") == Z ]] && break
+		sleep 0.05
+	done
+	echo "run-gateway-load.sh: revproxy did not start; its log:" >&2
+	cat "$log" >&2
+	exit 1
+}
+
 # start_gateway KIND DOWNSTREAM_URL LOG [ENV...] writes a configuration
 # for a free loopback port and starts the gateway with it; it sets gw_pid,
 # gw_url and ds_pid (the stdio child, for KIND stdio). It waits for
@@ -201,7 +231,8 @@ start_gateway() {
 				echo "    env: {MCP_LOG_LEVEL: warn}"
 			fi
 		} >"$tmp/gateway-$kind.yaml"
-		env "$@" "$tmp/bastion" gateway --config "$tmp/gateway-$kind.yaml" 2>"$log" &
+		# shellcheck disable=SC2086 # GATEWAY_ENV is a list of K=V words
+		env $GATEWAY_ENV "$@" "$tmp/bastion" gateway --config "$tmp/gateway-$kind.yaml" 2>"$log" &
 		gw_pid=$!
 		started+=("$gw_pid")
 		gw_url=http://127.0.0.1:$port/mcp
@@ -252,6 +283,12 @@ run_target() {
 		url=$eh_url tool=echo
 		cpu=(-cpu-pid "downstream=$eh_pid")
 		;;
+	proxy)
+		start_echohttp "$log.echohttp"
+		start_revproxy "$eh_url" "$log.revproxy"
+		url=$rp_url tool=echo
+		cpu=(-cpu-pid "gateway=$rp_pid" -cpu-pid "downstream=$eh_pid")
+		;;
 	gateway-http)
 		start_echohttp "$log.echohttp"
 		start_gateway http "$eh_url" "$log.gateway" "$@"
@@ -272,7 +309,7 @@ run_target() {
 	if ! "$tmp/mcpload" -json -url "$url" -tool "$tool" "${cpu[@]}" -inflight "$n" -duration "$DURATION" -warmup "$WARMUP" >"$log.json" 2>"$log.mcpload"; then
 		echo "run-gateway-load.sh: $target at inflight $n failed:" >&2
 		cat "$log.mcpload" >&2
-		for f in "$log.gateway" "$log.echohttp"; do
+		for f in "$log.gateway" "$log.revproxy" "$log.echohttp"; do
 			[[ -s $f ]] && { echo "--- ${f##*.} log:" >&2; cat "$f" >&2; }
 		done
 		exit 1
@@ -282,13 +319,16 @@ run_target() {
 		wait "$perf_pid" || true
 		forget "$perf_pid"
 	fi
-	if [[ $target != direct ]]; then
+	if [[ $target == gateway-* ]]; then
 		stop "$gw_pid" "the gateway ($target)" "$log.gateway"
 		# At log level warn a gateway under load should say nothing.
 		if [[ -s $log.gateway ]]; then
 			echo "run-gateway-load.sh: the gateway logged during $target at inflight $n:" >&2
 			head -20 "$log.gateway" >&2
 		fi
+	fi
+	if [[ $target == proxy ]]; then
+		stop "$rp_pid" revproxy "$log.revproxy"
 	fi
 	if [[ $target != gateway-stdio ]]; then
 		stop "$eh_pid" echohttp "$log.echohttp"
@@ -353,7 +393,8 @@ echo "tools/call through bastion gateway, echo tool, Streamable HTTP (legacy ses
 echo "$ROUNDS rounds of $DURATION (+$WARMUP warm-up); $(date -u +%Y-%m-%dT%H:%MZ); $(go version | cut -d' ' -f3); $(($(date +%s) - started_at)) s"
 echo "load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "x_direct: median over rounds of (calls/s of the target / calls/s of direct in the same round)"
-echo "cpu_us = gw_us + ds_us: CPU time per call of the gateway and of the downstream; drv_us: of mcpload"
+echo "cpu_us = gw_us + ds_us: CPU time per call of the gateway (for proxy: of revproxy) and of the downstream; drv_us: of mcpload"
+[[ -n $GATEWAY_ENV ]] && echo "every gateway and revproxy ran with $GATEWAY_ENV in its environment"
 [[ " $TARGETS " == *" gateway-stdio "* ]] &&
 	echo "gateway-stdio's downstream is bench/echoserver (bastion's core, stdio), not echohttp: its x_direct and added compare different downstreams"
 printf '%-14s %8s %9s %8s %8s %8s %7s %7s %7s %7s  %-24s %s\n' target inflight calls/s p50_ms p99_ms x_direct cpu_us gw_us ds_us drv_us "per-round calls/s" "per-round x_direct"
@@ -367,14 +408,23 @@ for n in $INFLIGHT; do
 	done
 done
 echo
+# report_added LABEL TARGET BASE INFLIGHT prints TARGET's added latency
+# over BASE: the median of the per-round differences of p50 (paired, as
+# x_direct is), then the p50 medians and every round's difference.
+report_added() {
+	local f="$tmp/$2.$4" b="$tmp/$3.$4"
+	added "$f" "$b" >"$f.added.$3"
+	printf '%-21s %-13s inflight %-3s %7.3f ms  (median p50 %.3f - %s %.3f; per round: %s)\n' "$1" "$2" "$4" \
+		"$(median 1 "$f.added.$3")" "$(median 2 "$f")" "$3" "$(median 2 "$b")" "$(tr '\n' ' ' <"$f.added.$3")"
+}
 for n in $INFLIGHT; do
 	for t in "${targets[@]}"; do
 		[[ $t == direct ]] && continue
-		f="$tmp/$t.$n"
-		printf 'added at the median, %-13s inflight %-3s %7.3f ms  (p50 %.3f - direct %.3f; per round: %s)\n' "$t" "$n" \
-			"$(awk -v a="$(median 2 "$f")" -v b="$(median 2 "$tmp/direct.$n")" 'BEGIN {print a - b}')" \
-			"$(median 2 "$f")" "$(median 2 "$tmp/direct.$n")" "$(added "$f" "$tmp/direct.$n" | tr '\n' ' ')"
+		report_added "added at the median," "$t" direct "$n"
 	done
+	if [[ " $TARGETS " == *" proxy "* && " $TARGETS " == *" gateway-http "* ]]; then
+		report_added "added over proxy," gateway-http proxy "$n"
+	fi
 done
 
 if [[ -n $PROFILE ]]; then
