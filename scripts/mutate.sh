@@ -490,9 +490,51 @@ mutate gw-sub-unsubscribe "resources/unsubscribe leaves the subscription in plac
 
 mutate gw-complete-authz "a completion of a prompt the caller may not get is forwarded" \
 	internal/gateway/complete.go \
-	'if !d\.Allow && !d\.NeedsArgs \{' \
-	'if false {' \
+	'ev\.Rule = d\.Rule\n\tif !d\.Allow \{' \
+	'ev.Rule = d.Rule\n\tif false {' \
 	-- "$e2epkg" 'TestGatewayPrompts'
+
+mutate gw-complete-condition "a completion under a rule with a condition is forwarded without the condition" \
+	internal/gateway/complete.go \
+	'\t\td = g\.policy\.Decide\(c\.Principal\.Policy\(\), call\)\n\t\}' \
+	'\t\td.Allow = true\n\t}' \
+	-- ./internal/gateway/ 'TestCompletionCondition'
+
+mutate gw-complete-audit-name "a completion audits an argument name the prompt does not declare" \
+	internal/gateway/complete.go \
+	'if _, ok := pr\.Argument\(\*p\.Argument\.Name\); ok \{' \
+	'if true {' \
+	-- ./internal/gateway/ 'TestCompletionAuditNames'
+
+mutate gw-setlevel-offered "logging/setLevel is answered as applied when no server offers logging" \
+	internal/gateway/complete.go \
+	'if !g\.Offered\(\)\.Logging \{' \
+	'if false {' \
+	-- ./internal/gateway/ 'TestSetLogLevel'
+
+mutate gw-setlevel-audit "an applied logging/setLevel leaves no audit event" \
+	internal/gateway/complete.go \
+	'\tev\.Outcome = audit\.Allow\n\tg\.audit\.Record\(ev\)\n\tlevel := c\.Level' \
+	'\tlevel := c.Level' \
+	-- ./internal/gateway/ 'TestSetLogLevel'
+
+mutate gw-sub-per-principal "one principal's sessions may fill the whole subscription table" \
+	internal/gateway/subscribe.go \
+	' \|\| s\.byPrincipal\[pk\] >= maxSubscriptionsPerPrincipal' \
+	'' \
+	-- ./internal/gateway/ 'TestSubscriptionBoundPerPrincipal'
+
+mutate gw-sub-expired "subscriptions of expired sessions are kept when the table is full" \
+	internal/gateway/subscribe.go \
+	'if !sub\.expires\.IsZero\(\) && now\.After\(sub\.expires\) \{' \
+	'if false && now.After(sub.expires) {' \
+	-- ./internal/gateway/ 'TestSubscriptionsOfExpiredSessions'
+
+mutate gw-sub-wait-first "a subscriber is told it is subscribed while the first subscribe is on its way, and stays so when it fails" \
+	internal/gateway/subscribe.go \
+	'\tfor !s\.active\[k\] \{' \
+	'\tfor len(s.byURI[k]) == 1 && !s.active[k] {' \
+	-- ./internal/gateway/ 'TestSubscribeWhileTheFirstFails'
 
 mutate gw-relay-capability "a downstream's sampling request is relayed to a client that did not declare sampling" \
 	internal/gateway/relay.go \

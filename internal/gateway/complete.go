@@ -10,12 +10,14 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
 	"github.com/mcp-bastion/bastion/internal/gateway/policy"
 	"github.com/mcp-bastion/bastion/internal/gateway/upstream"
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 )
 
@@ -52,8 +54,10 @@ type completionParams struct {
 // with the downstream's own prompt name. A reference that is unknown,
 // that the caller may not use, or whose server declares no completions is
 // answered with an empty completion, not an error, so that typing cannot
-// probe what exists. The audit has the reference and the argument's name,
-// never a value. Malformed params are ErrCompletionParams.
+// probe what exists. The audit has the reference and the argument's name
+// when the reference declares it (a prompt's argument, a template's
+// variable), never a value or a name of the caller's own. Malformed params
+// are ErrCompletionParams.
 func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Completion, error) {
 	var p completionParams
 	if c.Params == nil || json.Unmarshal(c.Params, &p, json.RejectUnknownMembers(true)) != nil ||
@@ -61,7 +65,7 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 		return nil, ErrCompletionParams
 	}
 	ev := audit.Event{RequestID: c.RequestID, Subject: c.Principal.Subject, Issuer: c.Principal.Issuer,
-		Roles: c.Principal.Roles, Method: "completion/complete", Arguments: []string{*p.Argument.Name}}
+		Roles: c.Principal.Roles, Method: "completion/complete"}
 	snap := g.catalog.Snapshot()
 	var server string
 	ref := map[string]string{"type": *p.Ref.Type}
@@ -73,6 +77,9 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 			break
 		}
 		ev.Prompt, server, ref["name"] = pr.Qualified, pr.Server, pr.Name
+		if _, ok := pr.Argument(*p.Argument.Name); ok {
+			ev.Arguments = []string{*p.Argument.Name}
+		}
 		call = policy.Call{Kind: policy.KindPrompt, Qualified: pr.Qualified, Server: pr.Server, Name: pr.Name}
 	case *p.Ref.Type == "ref/resource" && p.Ref.URI != nil && p.Ref.Name == nil:
 		i := slices.IndexFunc(snap.Templates, func(t *catalog.Template) bool { return t.URITemplate == *p.Ref.URI })
@@ -81,6 +88,9 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 		}
 		t := snap.Templates[i]
 		ev.Resource, server, ref["uri"] = t.URITemplate, t.Server, t.URITemplate
+		if tpl, err := uritemplate.New(t.URITemplate); err == nil && slices.Contains(tpl.Varnames(), *p.Argument.Name) {
+			ev.Arguments = []string{*p.Argument.Name}
+		}
 		call = policy.Call{Kind: policy.KindResource, Qualified: t.Server + ":" + t.URITemplate, Server: t.Server, Name: t.URITemplate}
 	default:
 		return nil, ErrCompletionParams
@@ -94,11 +104,22 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 		return empty("unknown_reference")
 	}
 	ev.Server = server
-	// The caller must be granted what the reference names; a condition,
-	// which needs a call's arguments, is not evaluated for completion.
+	// The caller must be granted what the reference names. A rule with a
+	// condition is decided on the arguments the client says it has
+	// already given (context.arguments), the only ones a completion has:
+	// a condition that needs any other fails, and so refuses.
 	d := g.policy.Decide(c.Principal.Policy(), call)
+	if d.NeedsArgs {
+		call.Args = map[string]any{}
+		if p.Context != nil {
+			for k, v := range p.Context.Arguments {
+				call.Args[k] = v
+			}
+		}
+		d = g.policy.Decide(c.Principal.Policy(), call)
+	}
 	ev.Rule = d.Rule
-	if !d.Allow && !d.NeedsArgs {
+	if !d.Allow {
 		ev.Outcome, ev.Reason = audit.Deny, d.Reason
 		g.audit.Record(ev)
 		return nil, nil
@@ -188,13 +209,35 @@ type logLevelState struct {
 	level string // "" before any request
 }
 
+// LogLevelRequest is one logging/setLevel as a front received it, its
+// level already one of the spec's.
+type LogLevelRequest struct {
+	Level     string
+	RequestID string
+	Principal auth.Principal
+}
+
 // SetLogLevel applies a caller's logging/setLevel (decision 23): every
 // downstream that declares logging is set to the most verbose level any
 // caller has asked for, so that one caller cannot silence another's
 // logs. Sessions are stateless, so the level never becomes less verbose
 // while the gateway runs. A downstream that fails is logged, not
-// reported: the caller's request was applied by the gateway.
-func (g *Gateway) SetLogLevel(ctx context.Context, level string) {
+// reported: the caller's request was applied by the gateway. Every
+// request is audited, with its level (one of eight words, not the
+// caller's text). It reports false, and changes nothing, when no
+// connected server declares logging: the gateway then offers no logging
+// either (Offered), and the front answers -32601.
+func (g *Gateway) SetLogLevel(ctx context.Context, c LogLevelRequest) bool {
+	ev := audit.Event{RequestID: c.RequestID, Subject: c.Principal.Subject, Issuer: c.Principal.Issuer,
+		Roles: c.Principal.Roles, Method: "logging/setLevel", Level: c.Level}
+	if !g.Offered().Logging {
+		ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "no_logging", jsonrpc.CodeMethodNotFound
+		g.audit.Record(ev)
+		return false
+	}
+	ev.Outcome = audit.Allow
+	g.audit.Record(ev)
+	level := c.Level
 	g.logLevel.mu.Lock()
 	if g.logLevel.level == "" || slices.Index(logLevels, level) < slices.Index(logLevels, g.logLevel.level) {
 		g.logLevel.level = level
@@ -221,6 +264,7 @@ func (g *Gateway) SetLogLevel(ctx context.Context, level string) {
 		})
 	}
 	wg.Wait()
+	return true
 }
 
 // Offered is what the HTTP front declares besides tools (decision 25):

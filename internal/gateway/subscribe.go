@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -16,32 +17,53 @@ import (
 )
 
 // Bounds of the subscription table: a caller cannot make the gateway hold
-// more than these, however many subscribe requests it sends.
+// more than these, however many subscribe requests it sends. A principal
+// mints sessions at will, so the bound per principal is what keeps one
+// caller from taking the whole table from the others.
 const (
 	maxSubscriptionsPerSubscriber = 64
+	maxSubscriptionsPerPrincipal  = 1024
 	maxSubscriptions              = 16384
 )
 
 // subscriptions is who follows which resource (decision 21): for each
 // server and URI the subscribers (front sessions), and the URIs each
-// subscriber follows. A downstream is subscribed once per URI, with the
+// subscriber follows. A downstream is subscribed once per URI, by the
 // first subscriber, and unsubscribed after the last.
 type subscriptions struct {
-	mu     sync.Mutex
-	byURI  map[subKey]map[string]bool // (server, uri) → subscribers
-	bySub  map[string]map[subKey]bool // subscriber → what it follows
-	total  int
-	notify func(subscribers []string, uri string) // set by the front; nil sends nothing
+	mu    sync.Mutex
+	byURI map[subKey]map[string]bool // (server, uri) → subscribers
+	bySub map[string]*subscriber     // subscriber → what it follows
+	// byPrincipal counts the subscriptions of each principal, by
+	// principalKey.
+	byPrincipal map[string]int
+	total       int
+	// active holds the URIs the downstream was subscribed to; forwarding
+	// those whose first subscribe is on its way, closed when it ends.
+	active     map[subKey]bool
+	forwarding map[subKey]chan struct{}
+	notify     func(subscribers []string, uri string) // set by the front; nil sends nothing
 	// listens end the subscriptions/listen requests that follow a URI at
 	// a 2026-07-28 downstream, which has no resources/subscribe.
 	listens map[subKey]context.CancelFunc
 }
 
+// subscriber is one front session's subscriptions.
+type subscriber struct {
+	follows   map[subKey]bool
+	principal string    // principalKey of the session's caller
+	expires   time.Time // when the session expires (zero: never)
+}
+
 type subKey struct{ server, uri string }
 
 func newSubscriptions() *subscriptions {
-	return &subscriptions{byURI: map[subKey]map[string]bool{}, bySub: map[string]map[subKey]bool{}, listens: map[subKey]context.CancelFunc{}}
+	return &subscriptions{byURI: map[subKey]map[string]bool{}, bySub: map[string]*subscriber{}, byPrincipal: map[string]int{},
+		active: map[subKey]bool{}, forwarding: map[subKey]chan struct{}{}, listens: map[subKey]context.CancelFunc{}}
 }
+
+// principalKey names a principal in the subscription table.
+func principalKey(p auth.Principal) string { return p.Issuer + "\x00" + p.Subject }
 
 // OnResourceUpdated makes the gateway call fn with the subscribers of a
 // URI whenever its owner says it was updated; call it before Start.
@@ -53,8 +75,11 @@ func (g *Gateway) OnResourceUpdated(fn func(subscribers []string, uri string)) {
 
 // SubscribeRequest is one resources/subscribe or resources/unsubscribe.
 type SubscribeRequest struct {
-	// Subscriber names the front session that subscribes.
+	// Subscriber names the front session that subscribes; Expires is
+	// when that session expires (zero: never), after which its
+	// subscriptions are dropped as soon as the table needs the room.
 	Subscriber string
+	Expires    time.Time
 	URI        string
 	RequestID  string
 	Principal  auth.Principal
@@ -79,33 +104,107 @@ func (g *Gateway) Subscribe(ctx context.Context, c SubscribeRequest) error {
 	}
 	k := subKey{server, c.URI}
 	s := g.subs
+	pk := principalKey(c.Principal)
 	s.mu.Lock()
-	if s.bySub[c.Subscriber][k] {
+	if sub := s.bySub[c.Subscriber]; sub != nil && sub.follows[k] {
 		s.mu.Unlock()
 		return nil // already subscribed: nothing changes
 	}
-	if len(s.bySub[c.Subscriber]) >= maxSubscriptionsPerSubscriber || s.total >= maxSubscriptions {
+	if s.full(c.Subscriber, pk) {
+		// Sessions that expired without a DELETE still hold their
+		// subscriptions: drop them before refusing anyone.
+		s.mu.Unlock()
+		g.dropExpired(ctx)
+		s.mu.Lock()
+	}
+	if s.full(c.Subscriber, pk) {
 		s.mu.Unlock()
 		return &Error{Code: CodeTooManyRequests, Status: http.StatusTooManyRequests, Message: "Too many requests: too many resource subscriptions"}
 	}
-	first := len(s.byURI[k]) == 0
 	if s.byURI[k] == nil {
 		s.byURI[k] = map[string]bool{}
 	}
-	if s.bySub[c.Subscriber] == nil {
-		s.bySub[c.Subscriber] = map[subKey]bool{}
+	sub := s.bySub[c.Subscriber]
+	if sub == nil {
+		sub = &subscriber{follows: map[subKey]bool{}, principal: pk, expires: c.Expires}
+		s.bySub[c.Subscriber] = sub
 	}
-	s.byURI[k][c.Subscriber], s.bySub[c.Subscriber][k] = true, true
+	s.byURI[k][c.Subscriber], sub.follows[k] = true, true
+	s.byPrincipal[pk]++
 	s.total++
+	// The downstream is subscribed once per URI. While another
+	// subscriber's subscribe is on its way, wait for it: if it failed,
+	// this subscriber tries in its turn, so that no one is told it is
+	// subscribed when the downstream is not.
+	for !s.active[k] {
+		if wait, ok := s.forwarding[k]; ok {
+			s.mu.Unlock()
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				g.dropSubscription(c.Subscriber, k)
+				return context.Cause(ctx)
+			}
+			s.mu.Lock()
+			if !s.bySub[c.Subscriber].has(k) {
+				s.mu.Unlock()
+				return nil // unsubscribed meanwhile
+			}
+			continue
+		}
+		done := make(chan struct{})
+		s.forwarding[k] = done
+		s.mu.Unlock()
+		err := g.forwardSubscription(ctx, c, server, "resources/subscribe")
+		s.mu.Lock()
+		delete(s.forwarding, k)
+		close(done)
+		if err != nil {
+			s.mu.Unlock()
+			g.dropSubscription(c.Subscriber, k)
+			return err
+		}
+		s.active[k] = true
+		if len(s.byURI[k]) == 0 {
+			// Everyone unsubscribed while it was on its way.
+			delete(s.active, k)
+			s.mu.Unlock()
+			return g.forwardSubscription(ctx, c, server, "resources/unsubscribe")
+		}
+	}
 	s.mu.Unlock()
-	if !first {
-		return nil
-	}
-	if err := g.forwardSubscription(ctx, c, server, "resources/subscribe"); err != nil {
-		g.dropSubscription(c.Subscriber, k)
-		return err
-	}
 	return nil
+}
+
+// has reports whether sub follows k; a nil sub follows nothing.
+func (sub *subscriber) has(k subKey) bool { return sub != nil && sub.follows[k] }
+
+// full reports whether a new subscription of subscriber, a session of
+// principal pk, would exceed a bound; s.mu is held.
+func (s *subscriptions) full(subscriber, pk string) bool {
+	n := 0
+	if sub := s.bySub[subscriber]; sub != nil {
+		n = len(sub.follows)
+	}
+	return n >= maxSubscriptionsPerSubscriber || s.byPrincipal[pk] >= maxSubscriptionsPerPrincipal || s.total >= maxSubscriptions
+}
+
+// dropExpired forgets the subscriptions of every session that has
+// expired, as Unsubscribed does for a session that was ended.
+func (g *Gateway) dropExpired(ctx context.Context) {
+	now := g.now()
+	s := g.subs
+	s.mu.Lock()
+	var gone []string
+	for name, sub := range s.bySub {
+		if !sub.expires.IsZero() && now.After(sub.expires) {
+			gone = append(gone, name)
+		}
+	}
+	s.mu.Unlock()
+	for _, name := range gone {
+		g.Unsubscribed(ctx, name)
+	}
 }
 
 // Unsubscribe runs a resources/unsubscribe of the caller's own
@@ -116,7 +215,11 @@ func (g *Gateway) Unsubscribe(ctx context.Context, c SubscribeRequest) error {
 	s.mu.Lock()
 	var k subKey
 	found := false
-	for sk := range s.bySub[c.Subscriber] {
+	var follows map[subKey]bool
+	if sub := s.bySub[c.Subscriber]; sub != nil {
+		follows = sub.follows
+	}
+	for sk := range follows {
 		if sk.uri == c.URI {
 			k, found = sk, true
 		}
@@ -136,9 +239,11 @@ func (g *Gateway) Unsubscribe(ctx context.Context, c SubscribeRequest) error {
 func (g *Gateway) Unsubscribed(ctx context.Context, subscriber string) {
 	s := g.subs
 	s.mu.Lock()
-	keys := make([]subKey, 0, len(s.bySub[subscriber]))
-	for k := range s.bySub[subscriber] {
-		keys = append(keys, k)
+	var keys []subKey
+	if sub := s.bySub[subscriber]; sub != nil {
+		for k := range sub.follows {
+			keys = append(keys, k)
+		}
 	}
 	s.mu.Unlock()
 	for _, k := range keys {
@@ -154,18 +259,25 @@ func (g *Gateway) dropSubscription(subscriber string, k subKey) bool {
 	s := g.subs
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.bySub[subscriber][k] {
+	sub := s.bySub[subscriber]
+	if !sub.has(k) {
 		return false
 	}
-	delete(s.bySub[subscriber], k)
-	if len(s.bySub[subscriber]) == 0 {
+	delete(sub.follows, k)
+	if len(sub.follows) == 0 {
 		delete(s.bySub, subscriber)
+	}
+	if s.byPrincipal[sub.principal]--; s.byPrincipal[sub.principal] <= 0 {
+		delete(s.byPrincipal, sub.principal)
 	}
 	delete(s.byURI[k], subscriber)
 	s.total--
 	if len(s.byURI[k]) == 0 {
 		delete(s.byURI, k)
-		return true
+		// Only a subscription the downstream holds is to be ended there.
+		last := s.active[k]
+		delete(s.active, k)
+		return last
 	}
 	return false
 }

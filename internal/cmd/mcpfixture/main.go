@@ -40,7 +40,11 @@
 //	                   again on every list) and answers resources/read of
 //	                   a listed URI, or of one that begins with a template's
 //	                   text before its first "{", with one text naming the
-//	                   URI and the server ("bad://…" answers without a uri)
+//	                   URI and the server ("bad://…" answers without a uri);
+//	                   a resources/subscribe of a URI that begins with
+//	                   "slowfail:" fails, 300 ms later
+//	FIXTURE_LOGGING    1: the server declares logging and answers
+//	                   logging/setLevel
 //
 // Tools, whatever they are named in FIXTURE_TOOLS, behave by name:
 // echo (returns its arguments), slow (sleeps arguments.ms), hang (until
@@ -293,6 +297,12 @@ func (s *server) handle(m msg) {
 		s.result(m.ID, `{"prompts":`+string(b)+`}`)
 	case "prompts/get":
 		s.getPrompt(m)
+	case "logging/setLevel":
+		if os.Getenv("FIXTURE_LOGGING") != "1" {
+			s.fail(m.ID, -32601, "Method not found")
+			return
+		}
+		s.result(m.ID, `{}`)
 	case "completion/complete":
 		// Two completions of the value, named after this server.
 		var p struct {
@@ -320,6 +330,11 @@ func (s *server) handle(m msg) {
 			URI string `json:"uri"`
 		}
 		json.Unmarshal(m.Params, &p)
+		if m.Method == "resources/subscribe" && strings.HasPrefix(p.URI, "slowfail:") {
+			time.Sleep(300 * time.Millisecond)
+			s.fail(m.ID, -32603, "subscription failed")
+			return
+		}
 		s.mu.Lock()
 		if s.followed == nil {
 			s.followed = map[string]bool{}
@@ -344,6 +359,9 @@ func (s *server) capabilities() string {
 	}
 	if s.res != "" {
 		caps += `,"resources":{"listChanged":true,"subscribe":true}`
+	}
+	if os.Getenv("FIXTURE_LOGGING") == "1" {
+		caps += `,"logging":{}`
 	}
 	return caps + "}"
 }

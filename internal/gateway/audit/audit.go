@@ -52,11 +52,15 @@ type Event struct {
 	// may carry a caller's values), or the URI or template of an
 	// admission event.
 	Resource string `json:"resource,omitempty"`
-	// Arguments are the names of a prompts/get's arguments — names only,
-	// as a tools/call's arguments are not audited at all.
+	// Arguments are the names of a prompts/get's arguments, or the
+	// declared name a completion/complete completes — names only, as a
+	// tools/call's arguments are not audited at all.
 	Arguments []string `json:"arguments,omitempty"`
-	Rule      string   `json:"rule,omitempty"`
-	Outcome   string   `json:"outcome,omitempty"`
+	// Level is the level a logging/setLevel asked for: one of the spec's
+	// eight words, never the caller's own text.
+	Level   string `json:"level,omitempty"`
+	Rule    string `json:"rule,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
 	// Reason is a fixed word of why a call was refused.
 	Reason string `json:"reason,omitempty"`
 	// Code is the JSON-RPC error code answered, 0 for a result.

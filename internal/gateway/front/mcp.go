@@ -493,7 +493,7 @@ func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress fun
 			// client has no session to deliver them to.
 			return fail(http.StatusOK, jsonrpc.CodeMethodNotFound, "Method not found: "+problem.Quote(m.Method)+" needs a session")
 		}
-		c := gateway.SubscribeRequest{Subscriber: x.sess.nonce, URI: *p.URI, RequestID: x.rid, Principal: x.p}
+		c := gateway.SubscribeRequest{Subscriber: x.sess.nonce, Expires: x.sess.issued.Add(s.sessions.ttl), URI: *p.URI, RequestID: x.rid, Principal: x.p}
 		var err error
 		if m.Method == "resources/subscribe" {
 			err = s.g.Subscribe(ctx, c)
@@ -515,7 +515,9 @@ func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress fun
 		if m.Params == nil || json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)) != nil || p.Level == nil || !gateway.ValidLogLevel(*p.Level) {
 			return fail(http.StatusOK, jsonrpc.CodeInvalidParams, "Invalid params: level must be one of debug, info, notice, warning, error, critical, alert, emergency")
 		}
-		s.g.SetLogLevel(ctx, *p.Level)
+		if !s.g.SetLogLevel(ctx, gateway.LogLevelRequest{Level: *p.Level, RequestID: x.rid, Principal: x.p}) {
+			return fail(http.StatusOK, jsonrpc.CodeMethodNotFound, "Method not found: \"logging/setLevel\": no connected server offers logging")
+		}
 		return ok(s.enc.Empty(x.version))
 	}
 	return fail(http.StatusOK, jsonrpc.CodeMethodNotFound, "Method not found: "+problem.Quote(m.Method))

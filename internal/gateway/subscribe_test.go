@@ -1,0 +1,125 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/auth"
+	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
+)
+
+// startSubscribable runs a legacy fixture server "docs" that lists
+// file:///watched.md and slowfail://doc (whose subscribe fails, slowly),
+// every caller allowed to read both. Its FIXTURE_LOG is returned.
+func startSubscribable(t *testing.T) (*Gateway, string) {
+	t.Helper()
+	dir := t.TempDir()
+	res := filepath.Join(dir, "resources.json")
+	if err := os.WriteFile(res, []byte(`{"resources":[{"uri":"file:///watched.md","name":"w"},{"uri":"slowfail://doc","name":"s"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "received.log")
+	g, _ := startDocs(t, "    - {id: all, resources: [\"*:*\"], roles: [\"*\"]}\n",
+		map[string]string{"FIXTURE_RESOURCES": res, "FIXTURE_ERA": "legacy", "FIXTURE_LOG": log},
+		func(snap *catalog.Snapshot) bool { return len(snap.Resources) == 2 })
+	return g, log
+}
+
+func subscribe(t *testing.T, g *Gateway, p auth.Principal, subscriber, uri string, expires time.Time) error {
+	t.Helper()
+	return g.Subscribe(t.Context(), SubscribeRequest{Subscriber: subscriber, Expires: expires, URI: uri, RequestID: "r", Principal: p})
+}
+
+func tooMany(err error) bool {
+	var ge *Error
+	return errors.As(err, &ge) && ge.Code == CodeTooManyRequests
+}
+
+// TestSubscriptionBoundPerPrincipal: one principal, however many
+// sessions it opens, cannot take the table from the others.
+func TestSubscriptionBoundPerPrincipal(t *testing.T) {
+	g, _ := startSubscribable(t)
+	mallory := auth.Principal{Subject: "mallory", Issuer: auth.IssuerStatic}
+	alice := auth.Principal{Subject: "alice", Issuer: auth.IssuerStatic}
+	for i := range maxSubscriptionsPerPrincipal {
+		if err := subscribe(t, g, mallory, fmt.Sprintf("m-%d", i), "file:///watched.md", time.Time{}); err != nil {
+			t.Fatalf("mallory's subscription %d: %v", i, err)
+		}
+	}
+	if err := subscribe(t, g, mallory, "m-more", "file:///watched.md", time.Time{}); !tooMany(err) {
+		t.Errorf("mallory's subscription past the bound: %v, want 429", err)
+	}
+	if err := subscribe(t, g, alice, "a-1", "file:///watched.md", time.Time{}); err != nil {
+		t.Errorf("alice's first subscription: %v", err)
+	}
+	// Sessions that ended give their room back.
+	g.Unsubscribed(t.Context(), "m-0")
+	if err := subscribe(t, g, mallory, "m-more", "file:///watched.md", time.Time{}); err != nil {
+		t.Errorf("mallory's subscription after one of its sessions ended: %v", err)
+	}
+}
+
+// TestSubscriptionsOfExpiredSessions: subscriptions of sessions that
+// expired without a DELETE are dropped when the room is needed.
+func TestSubscriptionsOfExpiredSessions(t *testing.T) {
+	g, _ := startSubscribable(t)
+	p := auth.Principal{Subject: "bob", Issuer: auth.IssuerStatic}
+	past := time.Now().Add(-time.Minute)
+	for i := range maxSubscriptionsPerPrincipal {
+		if err := subscribe(t, g, p, fmt.Sprintf("old-%d", i), "file:///watched.md", past); err != nil {
+			t.Fatalf("subscription %d: %v", i, err)
+		}
+	}
+	if err := subscribe(t, g, p, "new", "file:///watched.md", time.Now().Add(time.Hour)); err != nil {
+		t.Fatalf("a live session's subscription, with the bound held by expired ones: %v", err)
+	}
+	g.subs.mu.Lock()
+	n := g.subs.byPrincipal[principalKey(p)]
+	g.subs.mu.Unlock()
+	if n != 1 {
+		t.Errorf("the principal holds %d subscriptions, want the live one only", n)
+	}
+}
+
+// TestSubscribeWhileTheFirstFails: a second subscriber of a URI whose
+// first subscribe is still on its way is not told it is subscribed before
+// the downstream is: when the first fails, it tries in its turn, and is
+// told of its own failure; no one is left in the table.
+func TestSubscribeWhileTheFirstFails(t *testing.T) {
+	g, log := startSubscribable(t)
+	p := auth.Principal{Subject: "bob", Issuer: auth.IssuerStatic}
+	first := make(chan error, 1)
+	go func() { first <- subscribe(t, g, p, "s1", "slowfail://doc", time.Time{}) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, _ := os.ReadFile(log)
+		if strings.Contains(string(b), `"resources/subscribe"`) {
+			break // s1's subscribe is at the downstream
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first subscribe never reached the downstream")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := subscribe(t, g, p, "s2", "slowfail://doc", time.Time{}); err == nil {
+		t.Error("the second subscriber was told it is subscribed, and the downstream is not")
+	}
+	if err := <-first; err == nil {
+		t.Fatal("the first subscribe did not fail")
+	}
+	b, _ := os.ReadFile(log)
+	if n := strings.Count(string(b), `"resources/subscribe"`); n != 2 {
+		t.Errorf("the downstream got %d subscribes, want one for each subscriber in turn", n)
+	}
+	g.subs.mu.Lock()
+	held, total := len(g.subs.byURI), g.subs.total
+	g.subs.mu.Unlock()
+	if held != 0 || total != 0 {
+		t.Errorf("the table holds %d URIs and %d subscriptions after both failed", held, total)
+	}
+}
