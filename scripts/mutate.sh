@@ -494,6 +494,12 @@ mutate gw-complete-authz "a completion of a prompt the caller may not get is for
 	'ev.Rule = d.Rule\n\tif false {' \
 	-- "$e2epkg" 'TestGatewayPrompts'
 
+mutate gw-sub-restart "a downstream that restarted is not subscribed again to what its subscribers follow" \
+	internal/gateway/gateway.go \
+	'\t\td\.g\.wg\.Go\(func\(\) \{ d\.g\.resubscribe\(d\.name\) \}\)' \
+	'' \
+	-- ./internal/gateway/ 'TestSubscriptionsSurviveARestart'
+
 mutate gw-complete-condition "a completion under a rule with a condition is forwarded without the condition" \
 	internal/gateway/complete.go \
 	'\t\td = g\.policy\.Decide\(c\.Principal\.Policy\(\), call\)\n\t\}' \

@@ -64,6 +64,13 @@ func startCompleting(t *testing.T, rules string) (*Gateway, *syncBuffer) {
 // catalog.
 func startDocs(t *testing.T, rules string, env map[string]string, ready func(*catalog.Snapshot) bool) (*Gateway, *syncBuffer) {
 	t.Helper()
+	return startDocsWith(t, rules, env, ready, nil)
+}
+
+// startDocsWith is startDocs with before called on the gateway before
+// it starts.
+func startDocsWith(t *testing.T, rules string, env map[string]string, ready func(*catalog.Snapshot) bool, before func(*Gateway)) (*Gateway, *syncBuffer) {
+	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "auth:\n  mode: none\npolicy:\n  rules:\n%sservers:\n  - name: docs\n    command: [%q]\n    timeout: 5s\n    env:\n", rules, fixtureBin)
 	for k, v := range env {
@@ -82,6 +89,9 @@ func startDocs(t *testing.T, rules string, env map[string]string, ready func(*ca
 	}
 	buf := &syncBuffer{}
 	g.Authorize(pol, cfg.FilterToolsList(), audit.New(buf))
+	if before != nil {
+		before(g)
+	}
 	g.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

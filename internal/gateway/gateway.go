@@ -386,6 +386,9 @@ func (d *downstream) state(s upstream.State, c *upstream.Client) {
 			}
 		}
 		d.discover()
+		// A new process, or a new session, holds none of the
+		// subscriptions the gateway keeps for its subscribers.
+		d.g.wg.Go(func() { d.g.resubscribe(d.name) })
 	case upstream.Failed:
 		// Not connected: nothing of it is offered, and it counts as
 		// failed closed until a connection succeeds.

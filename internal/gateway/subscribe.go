@@ -334,6 +334,9 @@ func (g *Gateway) forwardSubscription(ctx context.Context, c SubscribeRequest, s
 			}
 			return nil
 		}
+		if old, ok := g.subs.listens[k]; ok {
+			old() // one that ended with the connection it was on
+		}
 		lctx, cancel := context.WithCancel(g.ctx)
 		g.subs.listens[k] = cancel
 		params, _ := jsontext.AppendQuote([]byte(`{"notifications":{"resourceSubscriptions":[`), c.URI)
@@ -357,6 +360,28 @@ func (g *Gateway) forwardSubscription(ctx context.Context, c SubscribeRequest, s
 		return g.callError(ctx, dctx, log, server, method, err)
 	}
 	return nil
+}
+
+// resubscribe subscribes a server that (re)connected to every URI of it
+// that subscribers follow: its new process or session holds none of them.
+// One that fails is logged; its subscribers hear nothing more until they
+// subscribe again.
+func (g *Gateway) resubscribe(server string) {
+	s := g.subs
+	s.mu.Lock()
+	var keys []subKey
+	for k := range s.active {
+		if k.server == server {
+			keys = append(keys, k)
+		}
+	}
+	s.mu.Unlock()
+	for _, k := range keys {
+		c := SubscribeRequest{URI: k.uri, RequestID: NewRequestID()}
+		if err := g.forwardSubscription(g.ctx, c, server, "resources/subscribe"); err != nil {
+			g.log.Warn("a downstream could not be subscribed again after it reconnected", slog.String("server", server), slog.String("error", err.Error()))
+		}
+	}
 }
 
 // resourceUpdated passes a downstream's notifications/resources/updated

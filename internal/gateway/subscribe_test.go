@@ -123,3 +123,52 @@ func TestSubscribeWhileTheFirstFails(t *testing.T) {
 		t.Errorf("the table holds %d URIs and %d subscriptions after both failed", held, total)
 	}
 }
+
+// TestSubscriptionsSurviveARestart: a downstream that restarts holds
+// none of the subscriptions the gateway keeps for its subscribers; the
+// gateway subscribes the new process again, in both eras, and the
+// subscriber keeps hearing of updates.
+func TestSubscriptionsSurviveARestart(t *testing.T) {
+	for _, era := range []string{"legacy", "modern"} {
+		t.Run(era, func(t *testing.T) {
+			res := filepath.Join(t.TempDir(), "resources.json")
+			if err := os.WriteFile(res, []byte(`{"resources":[{"uri":"file:///watched.md","name":"w"}]}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			updates := make(chan string, 64)
+			g, _ := startDocsWith(t, "    - {id: all, resources: [\"*:*\"], tools: [\"*\"], roles: [\"*\"]}\n",
+				map[string]string{"FIXTURE_RESOURCES": res, "FIXTURE_ERA": era, "FIXTURE_TOOLS": "touch,crash"},
+				func(snap *catalog.Snapshot) bool { return len(snap.Resources) == 1 },
+				func(g *Gateway) {
+					g.OnResourceUpdated(func(subs []string, uri string) { updates <- fmt.Sprint(subs, " ", uri) })
+				})
+			p := auth.Principal{Subject: "bob", Issuer: auth.IssuerStatic}
+			if err := subscribe(t, g, p, "s1", "file:///watched.md", time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			// heard touches the resource until an update reaches s1 (a
+			// modern server's listen opens in the background).
+			heard := func(when string) {
+				t.Helper()
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					_, _ = invoke(t, g, "docs.touch", `{}`)
+					select {
+					case u := <-updates:
+						if u != "[s1] file:///watched.md" {
+							t.Fatalf("%s: the update %q", when, u)
+						}
+						return
+					case <-time.After(100 * time.Millisecond):
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: the subscriber heard no update", when)
+					}
+				}
+			}
+			heard("before the restart")
+			_, _ = invoke(t, g, "docs.crash", `{}`)
+			heard("after the restart")
+		})
+	}
+}
