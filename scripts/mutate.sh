@@ -500,6 +500,12 @@ mutate gw-sub-restart "a downstream that restarted is not subscribed again to wh
 	'' \
 	-- ./internal/gateway/ 'TestSubscriptionsSurviveARestart'
 
+mutate gw-listchanged-view "a notification stream hears of list changes its caller cannot see" \
+	internal/gateway/front/mcp.go \
+	'if d == sl\.last\[i\] \{' \
+	'if false {' \
+	-- "$e2epkg" 'TestGatewayListChangedFollowsTheView'
+
 mutate gw-complete-condition "a completion under a rule with a condition is forwarded without the condition" \
 	internal/gateway/complete.go \
 	'\t\td = g\.policy\.Decide\(c\.Principal\.Policy\(\), call\)\n\t\}' \

@@ -143,3 +143,54 @@ func (l *Lister) open(list, c, owner string) (rev, pos uint64, ok bool) {
 	}
 	return binary.BigEndian.Uint64(b[0:]), binary.BigEndian.Uint64(b[8:]), true
 }
+
+// Lists a notification stream hears of, for ViewDigest.
+const (
+	ViewTools = iota
+	ViewPrompts
+	ViewResources // the resources and the templates
+)
+
+// ViewDigest is a digest of one list as view sees it: what each visible
+// entry is (its name, its descriptor's digest, its owner). It changes
+// exactly when that list changes for the caller, so that a notification
+// stream says a list changed only to callers who can see the change
+// (docs/gateway-surface.md decision 26).
+func (g *Gateway) ViewDigest(list int, view View) [sha256.Size]byte {
+	snap := g.catalog.Snapshot()
+	h := sha256.New()
+	put := func(parts ...string) {
+		for _, p := range parts {
+			var n [8]byte
+			binary.BigEndian.PutUint64(n[:], uint64(len(p)))
+			h.Write(n[:])
+			h.Write([]byte(p))
+		}
+	}
+	switch list {
+	case ViewTools:
+		for _, t := range snap.Tools {
+			if view.Allow == nil || view.Allow(t.Qualified) {
+				put(t.Qualified, t.Digest)
+			}
+		}
+	case ViewPrompts:
+		for _, p := range snap.Prompts {
+			if view.AllowPrompt == nil || view.AllowPrompt(p.Qualified) {
+				put(p.Qualified, p.Digest)
+			}
+		}
+	case ViewResources:
+		for _, r := range snap.Resources {
+			if view.AllowResource == nil || view.AllowResource(r.Server, r.URI) {
+				put("r", r.Server, r.URI, r.Digest)
+			}
+		}
+		for _, t := range snap.Templates { // listed to everyone
+			put("t", t.Server, t.URITemplate, t.Digest)
+		}
+	}
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
+}

@@ -886,6 +886,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.sessions.unstream(sess.nonce, ch)
+	seen := s.newSeen(p)
 	ev := startEvents(w)
 	for {
 		select {
@@ -893,7 +894,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return
 			}
-			what := ch.take()
+			what := seen.visible(ch.take())
 			if what&changedTools != 0 {
 				ev.send([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
 			}
@@ -911,6 +912,39 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// seenLists is what one notification stream's caller last saw of each
+// list, so that the stream says a list changed only when it changed for
+// that caller: a change it cannot see sends nothing (decision 26).
+type seenLists struct {
+	g    *gateway.Gateway
+	view gateway.View
+	last [3][32]byte
+}
+
+func (s *Server) newSeen(p auth.Principal) *seenLists {
+	sl := &seenLists{g: s.g, view: s.g.ViewOf(p)}
+	for i := range sl.last {
+		sl.last[i] = sl.g.ViewDigest(i, sl.view)
+	}
+	return sl
+}
+
+// visible keeps of the changed lists in what those that changed as the
+// caller sees them.
+func (sl *seenLists) visible(what uint32) uint32 {
+	for i, bit := range [3]uint32{changedTools, changedPrompts, changedResources} {
+		if what&bit == 0 {
+			continue
+		}
+		d := sl.g.ViewDigest(i, sl.view)
+		if d == sl.last[i] {
+			what &^= bit
+		}
+		sl.last[i] = d
+	}
+	return what
 }
 
 // listen answers a 2026-07-28 subscriptions/listen: an event stream that
@@ -946,6 +980,7 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 		return
 	}
 	defer x.s.sessions.unstream("", ch)
+	seen := x.s.newSeen(x.p)
 	ev := startEvents(w)
 	// The gateway honours the three list filters; it does not relay
 	// resource subscriptions yet, so the acknowledgement leaves them out.
@@ -958,7 +993,7 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 				ev.send(mcp.SubscriptionComplete(m.ID))
 				return
 			}
-			what := ch.take()
+			what := seen.visible(ch.take())
 			if want.Tools && what&changedTools != 0 {
 				ev.send(mcp.SubscriptionListChanged(m.ID, "notifications/tools/list_changed"))
 			}
