@@ -506,6 +506,12 @@ mutate gw-listchanged-view "a notification stream hears of list changes its call
 	'if false {' \
 	-- "$e2epkg" 'TestGatewayListChangedFollowsTheView'
 
+mutate gw-stdio-listchanged-view "the --stdio client is told of tool list changes it cannot see" \
+	internal/gateway/session.go \
+	'if d := c\.g\.ViewDigest\(ViewTools, c\.view\); d != last \{' \
+	'if d := c.g.ViewDigest(ViewTools, c.view); d != last || true {' \
+	-- ./internal/gateway/ 'TestSessionCatalogWatchFollowsTheView'
+
 mutate gw-complete-condition "a completion under a rule with a condition is forwarded without the condition" \
 	internal/gateway/complete.go \
 	'\t\td = g\.policy\.Decide\(c\.Principal\.Policy\(\), call\)\n\t\}' \

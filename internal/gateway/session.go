@@ -48,9 +48,37 @@ func (c *sessionCatalog) Lookup(name string) (tool.Tool, bool) {
 	return &relayTool{g: c.g, p: c.p, desc: tool.Descriptor{Name: t.Public, InputSchema: t.InputSchema}}, true
 }
 
+// Watch signals a change of the tools the one client can see, and only
+// those: a change it cannot see sends nothing (decision 26), as on the
+// HTTP front's streams.
 func (c *sessionCatalog) Watch() (<-chan struct{}, func()) {
 	ch := c.g.catalog.Changed(admit.KindTool)
-	return ch, func() { c.g.catalog.Unsubscribe(ch) }
+	out := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	last := c.g.ViewDigest(ViewTools, c.view)
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ch:
+				if d := c.g.ViewDigest(ViewTools, c.view); d != last {
+					last = d
+					select {
+					case out <- struct{}{}:
+					default: // a signal is already pending
+					}
+				}
+			case <-stop:
+				return
+			}
+		}
+	}()
+	return out, func() {
+		c.g.catalog.Unsubscribe(ch)
+		close(stop)
+		<-done
+	}
 }
 
 // relayTool is one catalog tool as a session calls it.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
+	"github.com/mcp-bastion/bastion/internal/mcp"
 )
 
 // startSubscribable runs a legacy fixture server "docs" that lists
@@ -170,5 +171,37 @@ func TestSubscriptionsSurviveARestart(t *testing.T) {
 			_, _ = invoke(t, g, "docs.crash", `{}`)
 			heard("after the restart")
 		})
+	}
+}
+
+// TestSessionCatalogWatchFollowsTheView: the stdio front's one client is
+// told the tool list changed only when it changed as that client sees
+// it: a tool only admins may call appearing sends it nothing.
+func TestSessionCatalogWatchFollowsTheView(t *testing.T) {
+	g, _ := startDocs(t, "    - {id: hidden, tools: [\"docs.added\"], roles: [admin]}\n    - {id: rest, tools: [\"*\"], roles: [\"*\"]}\n",
+		map[string]string{"FIXTURE_TOOLS": "listchanged,echo", "FIXTURE_ERA": "legacy"},
+		func(snap *catalog.Snapshot) bool { return len(snap.Tools) == 2 })
+	enc, err := mcp.NewEncoder(mcp.Implementation{Name: "g", Version: "1"}, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer := auth.Principal{Subject: "desk", Issuer: "stdio", Roles: []string{"viewer"}}
+	admin := auth.Principal{Subject: "root", Issuer: "stdio", Roles: []string{"admin"}}
+	viewerChanges, stopViewer := g.SessionCatalog(enc, make([]byte, 32), viewer).Watch()
+	defer stopViewer()
+	adminChanges, stopAdmin := g.SessionCatalog(enc, make([]byte, 32), admin).Watch()
+	defer stopAdmin()
+	if _, err := invoke(t, g, "docs.listchanged", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-adminChanges:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the admin, who sees docs.added, was not told the list changed")
+	}
+	select {
+	case <-viewerChanges:
+		t.Error("the viewer, whose list did not change, was told it changed")
+	case <-time.After(500 * time.Millisecond):
 	}
 }
