@@ -35,8 +35,10 @@ type Rule struct {
 	Tools []string
 	// Prompts are patterns over qualified prompt names.
 	Prompts []string
-	// Resources are patterns over <server>:<uri>, matched with case:
-	// a URI's case is its own.
+	// Resources are patterns <server pattern>:<URI pattern>, split at
+	// the first ':'; the server pattern matches the server name and the
+	// URI pattern the URI, each on its own (a `*` never crosses the
+	// ':'), with case: a URI's case is its own.
 	Resources []string
 	// Roles may call what the rule matches; "*" is any caller.
 	Roles []string
@@ -104,11 +106,17 @@ type Policy struct {
 	rules []compiled
 }
 
+// resourcePattern is a resource pattern split at its first ':': the
+// server half is matched against the server name alone and the URI half
+// against the URI alone, so that a `*` in one half never crosses into the
+// other (a server name holds no ':').
+type resourcePattern struct{ server, uri string }
+
 type compiled struct {
 	Rule
 	patterns []string // lower-cased tool patterns
 	prompts  []string // lower-cased prompt patterns
-	resource []string // resource patterns, as written
+	resource []resourcePattern
 	anyRole  bool
 	roles    map[string]bool
 	when     cel.Program
@@ -172,7 +180,7 @@ func Compile(rules []Rule) (*Policy, error) {
 			if t == "" || strings.TrimSpace(t) != t || !ok || server == "" || uri == "" {
 				return nil, fmt.Errorf("policy: %s: a resource pattern must be <server pattern>:<URI pattern>, without surrounding space", name)
 			}
-			c.resource = append(c.resource, t)
+			c.resource = append(c.resource, resourcePattern{server: server, uri: uri})
 		}
 		for _, role := range r.Roles {
 			switch {
@@ -275,15 +283,30 @@ func (pol *Policy) ListableKind(p Principal, kind, qualified string) bool {
 
 // deciding returns the first rule one of whose patterns of kind matches
 // name.
+//
+// For KindResource, name is <server>:<uri>: it is split at its first ':'
+// (a server name holds none), and each half of a resource pattern matches
+// its own half, the URI's with case; a name without ':' matches nothing.
 func (pol *Policy) deciding(kind, name string) *compiled {
+	if kind == KindResource {
+		server, uri, ok := strings.Cut(name, ":")
+		if !ok {
+			return nil
+		}
+		for i := range pol.rules {
+			for _, pat := range pol.rules[i].resource {
+				if Match(pat.server, server) && Match(pat.uri, uri) {
+					return &pol.rules[i]
+				}
+			}
+		}
+		return nil
+	}
 	lower := strings.ToLower(name)
 	for i := range pol.rules {
 		patterns := pol.rules[i].patterns
-		switch kind {
-		case KindPrompt:
+		if kind == KindPrompt {
 			patterns = pol.rules[i].prompts
-		case KindResource:
-			patterns, lower = pol.rules[i].resource, name
 		}
 		for _, pat := range patterns {
 			if Match(pat, lower) {
