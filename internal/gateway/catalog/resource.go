@@ -373,3 +373,116 @@ func checkTemplate(server string, i int, raw jsontext.Value, others []string) (*
 	t.Findings = admit.Scan(canon, others)
 	return t, nil
 }
+
+// Why a URI is not in normal form (NotNormal): each names the rule it
+// breaks, never the URI.
+const (
+	NotNormalScheme       = "the scheme is missing or not in lower case"
+	NotNormalSpace        = "the URI holds a space or a control character"
+	NotNormalPercent      = "a '%' is not followed by two hex digits"
+	NotNormalHexCase      = "a percent-encoding has a lower-case hex digit"
+	NotNormalUnreserved   = "a percent-encoding encodes an unreserved character (ALPHA DIGIT - . _ ~)"
+	NotNormalEncoded      = "a percent-encoding encodes '/', '\\' or a control character"
+	NotNormalBackslash    = "a backslash comes before the query"
+	NotNormalDotSegment   = "the path holds a '.' or '..' segment"
+	NotNormalEmptySegment = "the path holds an empty segment ('//')"
+)
+
+// NotNormal says which rule of normal form uri breaks, "" when it breaks
+// none (docs/gateway-surface.md decision 20). A URI a template routes
+// must be in normal form, since the rules that authorize it and the exact
+// URIs that shadow the template are matched on its spelling: one
+// resource spelled two ways would be two names to the policy and one to
+// the server. Normal form is: the scheme in lower case; no raw space or
+// control character; every '%' followed by two upper-case hex digits that
+// encode neither an unreserved character, nor '/', '\' or a control
+// character; no backslash before the first '?' or '#'; and in the path
+// (before the first '?' or '#', after the authority when there is one)
+// no '.' or '..' segment and no empty segment, a trailing '/' excepted. NotNormal is pure and never
+// rewrites: a URI is refused, not repaired.
+func NotNormal(uri string) string {
+	scheme, rest, ok := strings.Cut(uri, ":")
+	if !ok || !lowerScheme(scheme) {
+		return NotNormalScheme
+	}
+	for i := 0; i < len(uri); i++ {
+		switch c := uri[i]; {
+		case c <= ' ' || c == 0x7f:
+			return NotNormalSpace
+		case c == '%':
+			if i+2 >= len(uri) || !isHex(uri[i+1]) || !isHex(uri[i+2]) {
+				return NotNormalPercent
+			}
+			if isLowerHex(uri[i+1]) || isLowerHex(uri[i+2]) {
+				return NotNormalHexCase
+			}
+			b := unhex(uri[i+1])<<4 | unhex(uri[i+2])
+			switch {
+			case isUnreserved(b):
+				return NotNormalUnreserved
+			case b == '/' || b == '\\' || b < 0x20 || b == 0x7f:
+				return NotNormalEncoded
+			}
+			i += 2
+		}
+	}
+	path := rest
+	if end := strings.IndexAny(path, "?#"); end >= 0 {
+		path = path[:end]
+	}
+	// A backslash that some readers take for a '/' is refused in the
+	// authority too.
+	if strings.IndexByte(path, '\\') >= 0 {
+		return NotNormalBackslash
+	}
+	if strings.HasPrefix(path, "//") {
+		// The authority runs to the next '/'; the path is what follows.
+		if slash := strings.IndexByte(path[2:], '/'); slash >= 0 {
+			path = path[2+slash:]
+		} else {
+			path = ""
+		}
+	}
+	segs := strings.Split(path, "/")
+	for i, seg := range segs {
+		switch {
+		case seg == "." || seg == "..":
+			return NotNormalDotSegment
+		case seg == "" && i > 0 && i < len(segs)-1:
+			return NotNormalEmptySegment
+		}
+	}
+	return ""
+}
+
+// lowerScheme: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ), ALPHA in
+// lower case.
+func lowerScheme(s string) bool {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool      { return c >= '0' && c <= '9' || c >= 'A' && c <= 'F' || isLowerHex(c) }
+func isLowerHex(c byte) bool { return c >= 'a' && c <= 'f' }
+
+func unhex(c byte) byte {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0'
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}
+
+func isUnreserved(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+}
