@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
 	"github.com/mcp-bastion/bastion/internal/gateway/policy"
 	"github.com/mcp-bastion/bastion/internal/gateway/upstream"
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 )
 
@@ -81,6 +82,14 @@ func resourceNotFound(uri string) *Error {
 	return &Error{Code: CodeResourceNotFound, Status: http.StatusOK, Message: "Resource not found", Data: data}
 }
 
+// uriNotNormal refuses a template-routed URI that is not in normal form,
+// saying which rule it breaks but not the URI.
+func uriNotNormal(why string) *Error {
+	data, _ := json.Marshal(map[string]string{"reason": "uri_not_normal", "detail": why})
+	return &Error{Code: jsonrpc.CodeInvalidParams, Status: http.StatusOK,
+		Message: "Invalid params: the URI is not in normal form: " + why, Data: data}
+}
+
 // ReadResource runs a resources/read (decisions 19 and 20): the URI is
 // routed to the admitted resource of exactly that URI, else to the first
 // admitted template that matches it, and nowhere else (-32002 without
@@ -115,7 +124,9 @@ func (g *Gateway) ReadResource(ctx context.Context, c ResourceRead) ([]mcp.Resou
 // resource of exactly that URI, else the first matching template) and
 // decides the caller's read of it, on <server>:<uri>. ev gets the route
 // and the rule; a refusal is audited and returned: -32002 when nothing
-// admitted serves the URI, -32001 when the rule refuses.
+// admitted serves the URI, -32602 when a template routes it but it is not
+// in normal form (catalog.NotNormal; an exact URI is the downstream's own
+// spelling and is not judged), -32001 when the rule refuses.
 func (g *Gateway) routeRead(p auth.Principal, uri string, ev *audit.Event) (string, error) {
 	r, t := g.catalog.Snapshot().Route(uri)
 	var server string
@@ -123,7 +134,15 @@ func (g *Gateway) routeRead(p auth.Principal, uri string, ev *audit.Event) (stri
 	case r != nil:
 		server, ev.Resource = r.Server, r.URI
 	case t != nil:
-		server, ev.Resource = t.Server, t.URITemplate
+		server, ev.Resource, ev.Server = t.Server, t.URITemplate, t.Server
+		// A URI a template routes is the caller's spelling: it must be in
+		// normal form, or one resource would have two names, one that a
+		// rule or an exact URI knows and one that they do not.
+		if why := catalog.NotNormal(uri); why != "" {
+			ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "uri_not_normal", jsonrpc.CodeInvalidParams
+			g.audit.Record(*ev)
+			return "", uriNotNormal(why)
+		}
 	default:
 		ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "unknown_resource", CodeResourceNotFound
 		g.audit.Record(*ev)

@@ -1,0 +1,135 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/audit"
+	"github.com/mcp-bastion/bastion/internal/gateway/auth"
+	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
+	"github.com/mcp-bastion/bastion/internal/gateway/policy"
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+)
+
+// resourceGateway is a gateway without servers whose catalog holds, for
+// each server in order, the resources and templates given, and whose
+// policy is rules; its audit goes to the buffer returned.
+func resourceGateway(t *testing.T, order []string, offers map[string][2][]string, rules []policy.Rule) (*Gateway, *bytes.Buffer) {
+	t.Helper()
+	g := pinned(t)
+	g.catalog.SetOrder(order)
+	for _, name := range order {
+		var res, tmpl []jsontext.Value
+		for _, u := range offers[name][0] {
+			res = append(res, jsontext.Value(fmt.Sprintf(`{"uri":%q,"name":"r"}`, u)))
+		}
+		for _, u := range offers[name][1] {
+			tmpl = append(tmpl, jsontext.Value(fmt.Sprintf(`{"uriTemplate":%q,"name":"t"}`, u)))
+		}
+		if err := g.catalog.UpdateResources(catalog.Server{Name: name}, res, tmpl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol, err := policy.Compile(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	g.Authorize(pol, false, audit.New(&buf))
+	return g, &buf
+}
+
+func codeOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// TestRouteReadServerHalf: the `*` of a rule's server half does not cross
+// the ':' into the URI, through the gateway's routing.
+func TestRouteReadServerHalf(t *testing.T) {
+	g, _ := resourceGateway(t, []string{"db"}, map[string][2][]string{"db": {nil, {"file:///{+path}", "db://{+rest}"}}},
+		[]policy.Rule{{ID: "public", Resources: []string{"*:file:///public/*"}, Roles: []string{"*"}}})
+	viewer := auth.Principal{Subject: "v", Roles: []string{"viewer"}}
+	for uri, want := range map[string]int{
+		"file:///public/x":                           0,
+		"file:///etc/passwd#:file:///public/":        CodeUnauthorized,
+		"db://prod/users?dump=all#:file:///public/x": CodeUnauthorized,
+	} {
+		var ev audit.Event
+		_, err := g.routeRead(viewer, uri, &ev)
+		if codeOf(err) != want {
+			t.Errorf("%s: %v, want %d", uri, err, want)
+		}
+	}
+}
+
+// TestRouteReadNormalForm: a URI a template routes must be in normal
+// form (-32602, audited as invalid without the URI); an exact URI is
+// read as the downstream spelled it. Neither a private file behind a
+// broader rule nor a URI another server owns exactly is reached by
+// another spelling.
+func TestRouteReadNormalForm(t *testing.T) {
+	g, buf := resourceGateway(t, []string{"docs", "a", "b"}, map[string][2][]string{
+		"docs": {{"file:///srv/docs/odd/./exact.md"}, {"file:///srv/docs/{+path}"}},
+		"a":    {{"file:///shared/readme.md"}, nil},
+		"b":    {nil, {"file:///{+path}"}},
+	}, []policy.Rule{
+		{ID: "private", Resources: []string{"docs:file:///srv/docs/private/*"}, Roles: []string{"admin"}},
+		{ID: "docs", Resources: []string{"docs:file:///srv/docs/*"}, Roles: []string{"*"}},
+		{ID: "shared", Resources: []string{"a:*"}, Roles: []string{"admin"}},
+		{ID: "b", Resources: []string{"b:*"}, Roles: []string{"*"}},
+	})
+	viewer := auth.Principal{Subject: "v", Roles: []string{"viewer"}}
+	for _, tc := range []struct {
+		uri    string
+		code   int
+		server string // the route, "" for none
+	}{
+		{"file:///srv/docs/public/a.md", 0, "docs"},
+		{"file:///srv/docs/private/salaries.md", CodeUnauthorized, "docs"},
+		{"file:///srv/docs/odd/./exact.md", 0, "docs"}, // exact: the downstream's own spelling
+		{"file:///srv/docs/%70rivate/salaries.md", jsonrpc.CodeInvalidParams, "docs"},
+		{"file:///srv/docs/./private/salaries.md", jsonrpc.CodeInvalidParams, "docs"},
+		{"file:///srv/docs/x/../private/salaries.md", jsonrpc.CodeInvalidParams, "docs"},
+		{"file:///srv/docs//private/salaries.md", jsonrpc.CodeInvalidParams, "docs"},
+		{"file:///srv/docs/private%2Fsalaries.md", jsonrpc.CodeInvalidParams, "docs"},
+		{"file:///srv/docs/../../etc/passwd", jsonrpc.CodeInvalidParams, "docs"},
+		{"FILE:///srv/docs/private/salaries.md", CodeResourceNotFound, ""}, // no template matches the upper-case scheme
+		{"file:///shared/readme.md", CodeUnauthorized, "a"},
+		{"file:///shared/./readme.md", jsonrpc.CodeInvalidParams, "b"},
+		{"file:///shared//readme.md", jsonrpc.CodeInvalidParams, "b"},
+		{"file:///shared/%72eadme.md", jsonrpc.CodeInvalidParams, "b"},
+		{"file:///other/readme.md", 0, "b"},
+	} {
+		buf.Reset()
+		var ev audit.Event
+		_, err := g.routeRead(viewer, tc.uri, &ev)
+		if codeOf(err) != tc.code || ev.Server != tc.server {
+			t.Errorf("%s: routed to %q, %v; want %q, %d", tc.uri, ev.Server, err, tc.server, tc.code)
+		}
+		if tc.code == jsonrpc.CodeInvalidParams {
+			var e *Error
+			if !errors.As(err, &e) {
+				continue
+			}
+			if !strings.Contains(e.Message, "normal form") || strings.Contains(e.Message+string(e.Data), tc.uri) {
+				t.Errorf("%s: the refusal %q %s", tc.uri, e.Message, e.Data)
+			}
+			if a := buf.String(); !strings.Contains(a, `"outcome":"invalid"`) || !strings.Contains(a, `"reason":"uri_not_normal"`) ||
+				strings.Contains(a, tc.uri) {
+				t.Errorf("%s: audit %s", tc.uri, a)
+			}
+		}
+	}
+}
