@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -203,12 +205,43 @@ func (g *Gateway) readResource(ctx context.Context, c ResourceRead, server strin
 		log.Warn("downstream answered resources/read with a malformed result", slog.String("server", server), slog.String("error", perr.Error()))
 		return nil, took, badGateway(server, "the server answered with a malformed result", false)
 	}
+	if perr := g.checkContents(c.Principal, server, c.URI, contents); perr != nil {
+		// The error says which contents item, never its URI.
+		log.Warn("downstream answered resources/read with contents of another resource", slog.String("server", server), slog.String("error", perr.Error()))
+		return nil, took, badGateway(server, "the server answered with contents of a resource it does not serve or the caller may not read", false)
+	}
 	return contents, took, nil
 }
 
+// checkContents checks the contents a read of uri from server returned:
+// an item labelled with another URI must be one that server serves, or
+// that nothing admitted does (catalog Route), and one the caller may read
+// from server by the rules; else the whole read is refused. An item
+// labelled with the URI read needs nothing more: that read was decided.
+// The error names the item by index, not by URI.
+func (g *Gateway) checkContents(p auth.Principal, server, uri string, contents []mcp.ResourceContents) error {
+	snap := g.catalog.Snapshot()
+	for i, c := range contents {
+		if c.URI == uri {
+			continue
+		}
+		r, t := snap.Route(c.URI)
+		switch {
+		case r != nil && r.Server != server, r == nil && t != nil && t.Server != server:
+			return fmt.Errorf("contents[%d] is labelled with a URI another server serves", i)
+		}
+		d := g.policy.Decide(p.Policy(), policy.Call{Kind: policy.KindResource, Qualified: server + ":" + c.URI, Server: server, Name: c.URI,
+			Args: map[string]any{"uri": c.URI}})
+		if !d.Allow {
+			return fmt.Errorf("contents[%d] is labelled with a URI the caller may not read (rule %q, %s)", i, d.Rule, d.Reason)
+		}
+	}
+	return nil
+}
+
 // parseContents reads a ReadResourceResult: contents an array of
-// objects, each with a uri and exactly one of text and blob (strings),
-// mimeType absent or a string.
+// objects, each with a uri and exactly one of text and blob (strings, a
+// blob strict standard base64), mimeType absent or a string.
 func parseContents(raw jsontext.Value) ([]mcp.ResourceContents, error) {
 	var r struct {
 		Contents []struct {
@@ -229,6 +262,9 @@ func parseContents(raw jsontext.Value) ([]mcp.ResourceContents, error) {
 		if c.URI == nil || (c.Text == nil) == (c.Blob == nil) {
 			return nil, fmt.Errorf("contents[%d] lacks a uri, or does not hold exactly one of text and blob", i)
 		}
+		if c.Blob != nil && !strictBase64(*c.Blob) {
+			return nil, fmt.Errorf("contents[%d]'s blob is not standard base64", i)
+		}
 		rc := mcp.ResourceContents{URI: *c.URI, Text: c.Text, Blob: c.Blob}
 		if c.MimeType != nil {
 			rc.MimeType = *c.MimeType
@@ -236,4 +272,15 @@ func parseContents(raw jsontext.Value) ([]mcp.ResourceContents, error) {
 		out = append(out, rc)
 	}
 	return out, nil
+}
+
+// strictBase64 reports whether s is standard base64 (RFC 4648 section 4)
+// with its padding, zero pad bits and no line breaks, which the decoder
+// would otherwise skip.
+func strictBase64(s string) bool {
+	if strings.ContainsAny(s, "\r\n") {
+		return false
+	}
+	_, err := base64.StdEncoding.Strict().DecodeString(s)
+	return err == nil
 }

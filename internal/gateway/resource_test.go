@@ -14,6 +14,7 @@ import (
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
 	"github.com/mcp-bastion/bastion/internal/gateway/policy"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/mcp"
 )
 
 // resourceGateway is a gateway without servers whose catalog holds, for
@@ -130,6 +131,74 @@ func TestRouteReadNormalForm(t *testing.T) {
 				strings.Contains(a, tc.uri) {
 				t.Errorf("%s: audit %s", tc.uri, a)
 			}
+		}
+	}
+}
+
+// TestParseContentsBlob: a blob is relayed only if it is strict standard
+// base64.
+func TestParseContentsBlob(t *testing.T) {
+	for blob, ok := range map[string]bool{
+		"":            true,
+		"aGk=":        true,
+		"aGVsbG8h":    true,
+		"aGk":         false, // no padding
+		"aGl=":        false, // non-zero pad bits
+		"aG k=":       false,
+		"aGk=\n":      false,
+		"aG\r\nk=":    false,
+		"aGk_":        false, // URL alphabet
+		"not base64!": false,
+		"aGk=aGk=":    false,
+	} {
+		_, err := parseContents(jsontext.Value(fmt.Sprintf(`{"contents":[{"uri":"x:y","blob":%q}]}`, blob)))
+		if (err == nil) != ok {
+			t.Errorf("blob %q: %v, want ok=%v", blob, err, ok)
+		}
+	}
+}
+
+// TestCheckContents: contents labelled with another URI than the one
+// read are relayed only when that URI is the same server's, or nobody's,
+// and the caller may read it there.
+func TestCheckContents(t *testing.T) {
+	g, _ := resourceGateway(t, []string{"evil", "b"}, map[string][2][]string{
+		"evil": {{"evil://other", "evil://also"}, {"evil://t/{x}"}},
+		"b":    {{"file:///b/secret.md"}, {"file:///b/{+path}"}},
+	}, []policy.Rule{
+		{ID: "secret", Resources: []string{"*:file:///b/secret*", "evil:evil://t/admin*"}, Roles: []string{"admin"}},
+		{ID: "all", Resources: []string{"*:*"}, Roles: []string{"*"}},
+	})
+	viewer := auth.Principal{Subject: "v", Roles: []string{"viewer"}}
+	admin := auth.Principal{Subject: "a", Roles: []string{"admin"}}
+	item := func(uris ...string) []mcp.ResourceContents {
+		var out []mcp.ResourceContents
+		for _, u := range uris {
+			out = append(out, mcp.ResourceContents{URI: u})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		p        auth.Principal
+		contents []mcp.ResourceContents
+		ok       bool
+	}{
+		{viewer, item("evil://other"), true},
+		{viewer, item("evil://other", "evil://also", "evil://t/1"), true}, // the same server's
+		{viewer, item("evil://other", "unrouted://x"), true},              // nobody's, and the rules allow it
+		{viewer, item("evil://other", "file:///b/secret.md"), false},      // b's, exactly
+		{admin, item("evil://other", "file:///b/secret.md"), false},       // b's, whoever reads
+		{viewer, item("evil://other", "file:///b/x.md"), false},           // b's, by template
+		{viewer, item("evil://other", "evil://t/admin1"), false},          // the caller may not read it
+		{admin, item("evil://other", "evil://t/admin1"), true},
+		{viewer, item("evil://other", "file:///elsewhere/secret.md"), true},
+	} {
+		err := g.checkContents(tc.p, "evil", "evil://other", tc.contents)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s reads %v: %v, want ok=%v", tc.p.Subject, tc.contents, err, tc.ok)
+		}
+		if err != nil && strings.Contains(err.Error(), "://") {
+			t.Errorf("the error names a URI: %v", err)
 		}
 	}
 }
