@@ -325,3 +325,84 @@ func TestGatewayResourceSubscriptions(t *testing.T) {
 		})
 	}
 }
+
+// TestGatewayResourceSpellings: a URI a template routes must be in
+// normal form — no other spelling of a private file reaches it past a
+// broader rule, nor of a URI another server owns exactly past that
+// server — and is refused with -32602 before any server is asked, for a
+// read and a subscription alike, audited without the URI; the `*` of a
+// rule's server half does not cross into the URI.
+func TestGatewayResourceSpellings(t *testing.T) {
+	suiteLeaks.secret(adminToken, viewerToken, supportTok)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "docs.json"), `{"resourceTemplates":[{"uriTemplate":"file:///srv/docs/{+path}","name":"docs"}]}`)
+	writeFile(t, filepath.Join(dir, "a.json"), `{"resources":[`+resourceDesc("file:///shared/readme.md", "readme", "A's readme.")+`]}`)
+	writeFile(t, filepath.Join(dir, "b.json"), `{"resourceTemplates":[{"uriTemplate":"file:///{+path}","name":"files"}]}`)
+	pol := `policy:
+  rules:
+    - {id: private, resources: ["docs:file:///srv/docs/private/*"], roles: [admin]}
+    - {id: docs, resources: ["docs:file:///srv/docs/*"], roles: ["*"]}
+    - {id: shared, resources: ["a:file:///shared/*"], roles: [admin]}
+    - {id: public, resources: ["*:file:///public/*"], roles: ["*"]}
+    - {id: tools, tools: ["*"], roles: ["*"]}
+  rate: {per_principal: "off"}
+`
+	mark := newMark()
+	recs := map[string]string{}
+	var servers string
+	for _, s := range []string{"docs", "a", "b"} {
+		recs[s] = filepath.Join(dir, s+".log")
+		servers += fixture(s, mark, map[string]string{"FIXTURE_NAME": s, "FIXTURE_RESOURCES": filepath.Join(dir, s+".json"), "FIXTURE_LOG": recs[s]})
+	}
+	auditFile := filepath.Join(dir, "audit.jsonl")
+	body := "auth:\n  tokens_env: E2E_TOKENS\n" + pol + fmt.Sprintf("audit: {file: %q}\nstate_dir: %q\n", auditFile, t.TempDir()) +
+		"log:\n  level: debug\nservers:\n" + servers
+	g := startGatewayWith(t, mark, body, "E2E_TOKENS="+tokensEnv())
+
+	if text := readText(t, readAs(g, viewerToken, "file:///srv/docs/guide.md")); text != "resource file:///srv/docs/guide.md of docs" {
+		t.Errorf("the viewer's read of a doc: %q", text)
+	}
+	if text := readText(t, readAs(g, viewerToken, "file:///public/x")); text != "resource file:///public/x of b" {
+		t.Errorf("the viewer's read of a public file: %q", text)
+	}
+	for _, uri := range []string{"file:///srv/docs/private/salaries.md", "file:///shared/readme.md", "file:///etc/passwd#:file:///public/"} {
+		if r := readAs(g, viewerToken, uri); r.status != 403 {
+			t.Errorf("the viewer's read of %s: HTTP %d %s", uri, r.status, r.body)
+		}
+	}
+	spellings := []string{
+		"file:///srv/docs/%70rivate/salaries.md", "file:///srv/docs/./private/salaries.md", "file:///srv/docs/x/../private/salaries.md",
+		"file:///srv/docs//private/salaries.md", "file:///srv/docs/private%2Fsalaries.md", "file:///srv/docs/../../etc/passwd",
+		"file:///shared/./readme.md", "file:///shared//readme.md", "file:///shared/%72eadme.md",
+	}
+	for _, uri := range spellings {
+		r := readAs(g, viewerToken, uri)
+		if code, msg := errorOf(t, r.msg(t)); r.status != 200 || code != -32602 || !strings.Contains(msg, "normal form") {
+			t.Errorf("the viewer's read of %s: HTTP %d %s", uri, r.status, r.body)
+		}
+	}
+	s := legacyAs(t, g, viewerToken, "2025-11-25")
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 5, "method": "resources/subscribe", "params": map[string]any{"uri": spellings[0]}})
+	if code, _ := errorOf(t, s.post(string(b)).msg(t)); code != -32602 {
+		t.Errorf("a subscription to %s: %d", spellings[0], code)
+	}
+	if got := reads(t, recs["docs"]); !slices.Equal(got, []string{"file:///srv/docs/guide.md"}) {
+		t.Errorf("docs received reads of %v", got)
+	}
+	if got := reads(t, recs["b"]); !slices.Equal(got, []string{"file:///public/x"}) {
+		t.Errorf("b received reads of %v", got)
+	}
+	if got := reads(t, recs["a"]); len(got) != 0 {
+		t.Errorf("a received reads of %v", got)
+	}
+	g.stop()
+	a, _ := os.ReadFile(auditFile)
+	if n := strings.Count(string(a), `"reason":"uri_not_normal"`); n != len(spellings)+1 {
+		t.Errorf("%d reads refused as not normal in the audit, want %d:\n%s", n, len(spellings)+1, a)
+	}
+	for _, leak := range []string{"salaries", "passwd", "%72eadme", "readme.md\",\"server\":\"b"} {
+		if strings.Contains(string(a), leak) {
+			t.Errorf("the audit holds %q:\n%s", leak, a)
+		}
+	}
+}
