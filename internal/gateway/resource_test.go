@@ -2,17 +2,22 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
+	"github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/gateway/policy"
+	"github.com/mcp-bastion/bastion/internal/gateway/upstream"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 )
@@ -199,6 +204,56 @@ func TestCheckContents(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), "://") {
 			t.Errorf("the error names a URI: %v", err)
+		}
+	}
+}
+
+// fakeConn answers every call with result.
+type fakeConn struct{ result string }
+
+func (f fakeConn) Call(context.Context, string, []byte, upstream.CallOptions) (jsontext.Value, error) {
+	return jsontext.Value(f.result), nil
+}
+func (fakeConn) Close(context.Context) error { return nil }
+func (fakeConn) Stats() *upstream.Stats      { return &upstream.Stats{} }
+func (fakeConn) Restarts() int               { return 0 }
+func (fakeConn) Connected() bool             { return true }
+
+// TestReadResourceContents: a read whose contents are labelled with a URI
+// another server owns, or one the caller may not read, or whose blob is
+// not base64, is refused whole as a bad gateway, and the warning logged
+// does not name the URI.
+func TestReadResourceContents(t *testing.T) {
+	g, _ := resourceGateway(t, []string{"evil", "b"}, map[string][2][]string{
+		"evil": {{"evil://other"}, nil},
+		"b":    {{"file:///b/secret.md"}, nil},
+	}, []policy.Rule{
+		{ID: "admins", Resources: []string{"evil:evil://hidden*"}, Roles: []string{"admin"}},
+		{ID: "all", Resources: []string{"*:*"}, Roles: []string{"*"}},
+	})
+	var logs bytes.Buffer
+	g.log = slog.New(slog.NewJSONHandler(&logs, nil))
+	viewer := auth.Principal{Subject: "v", Roles: []string{"viewer"}}
+	for _, tc := range []struct {
+		result string
+		code   int
+	}{
+		{`{"contents":[{"uri":"evil://other","text":"ok"}]}`, 0},
+		{`{"contents":[{"uri":"evil://other","blob":"aGk="}]}`, 0},
+		{`{"contents":[{"uri":"evil://other","text":"ok"},{"uri":"evil://unlisted","text":"ok"}]}`, 0},
+		{`{"contents":[{"uri":"evil://other","blob":"not base64!"}]}`, CodeBadGateway},
+		{`{"contents":[{"uri":"evil://other","text":"ok"},{"uri":"file:///b/secret.md","text":"forged"}]}`, CodeBadGateway},
+		{`{"contents":[{"uri":"evil://other","text":"ok"},{"uri":"evil://hidden/x","text":"not for a viewer"}]}`, CodeBadGateway},
+	} {
+		g.servers["evil"] = &downstream{g: g, name: "evil", cfg: config.Server{Timeout: config.Duration(time.Second)},
+			conn: fakeConn{tc.result}, inflight: make(chan struct{}, 1)}
+		logs.Reset()
+		contents, err := g.ReadResource(t.Context(), ResourceRead{URI: "evil://other", Principal: viewer})
+		if codeOf(err) != tc.code || (err == nil) != (contents != nil) {
+			t.Errorf("%s: %v %v, want %d", tc.result, contents, err, tc.code)
+		}
+		if l := logs.String(); strings.Contains(l, "secret.md") || strings.Contains(l, "hidden") {
+			t.Errorf("the log names the URI: %s", l)
 		}
 	}
 }
