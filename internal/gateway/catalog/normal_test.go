@@ -19,9 +19,13 @@ func TestNotNormal(t *testing.T) {
 		{"urn:isbn:0451450523", ""},
 		{"file:///srv/docs/a%20b.md", ""},
 		{"file:///srv/docs/100%25.md", ""},
-		{"file:///srv/docs/q?a=/&b=..//x#frag/./y", ""}, // the query and fragment are not path
+		{"file:///srv/docs/q?a=/&b=x//y#frag/y", ""}, // the query and fragment are not path
+		{"file:///srv/docs/q?path=../x", NotNormalDotSegment},
+		{"file:///srv/docs/q?a=1&b=..", NotNormalDotSegment},
+		{"file:///srv/docs/q#frag/./y", NotNormalDotSegment},
+		{"file:///srv/docs/q?v=1..2", ""},
 		{"file:///srv/docs/caf%C3%A9", ""},
-		{"file:///srv/docs/café", ""},
+		{"file:///srv/docs/café", NotNormalNonASCII},
 		{"db://prod/users?dump=all#:file:///public/x", ""},
 
 		{"FILE:///srv/docs/a", NotNormalScheme},

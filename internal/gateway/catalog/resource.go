@@ -384,7 +384,8 @@ const (
 	NotNormalUnreserved   = "a percent-encoding encodes an unreserved character (ALPHA DIGIT - . _ ~)"
 	NotNormalEncoded      = "a percent-encoding encodes '/', '\\' or a control character"
 	NotNormalBackslash    = "a backslash comes before the query"
-	NotNormalDotSegment   = "the path holds a '.' or '..' segment"
+	NotNormalDotSegment   = "the URI holds a '.' or '..' segment"
+	NotNormalNonASCII     = "the URI holds a character outside ASCII (percent-encode its UTF-8)"
 	NotNormalEmptySegment = "the path holds an empty segment ('//')"
 )
 
@@ -409,6 +410,10 @@ func NotNormal(uri string) string {
 		switch c := uri[i]; {
 		case c <= ' ' || c == 0x7f:
 			return NotNormalSpace
+		case c >= 0x80:
+			// é and %C3%A9 name one file to a server that decodes: one
+			// spelling only, the one RFC 6570 expansion writes.
+			return NotNormalNonASCII
 		case c == '%':
 			if i+2 >= len(uri) || !isHex(uri[i+1]) || !isHex(uri[i+2]) {
 				return NotNormalPercent
@@ -450,6 +455,15 @@ func NotNormal(uri string) string {
 			return NotNormalDotSegment
 		case seg == "" && i > 0 && i < len(segs)-1:
 			return NotNormalEmptySegment
+		}
+	}
+	// A server that reads a path out of the query or the fragment must
+	// not be handed a traversal there either.
+	if end := strings.IndexAny(rest, "?#"); end >= 0 {
+		for _, seg := range strings.FieldsFunc(rest[end+1:], func(r rune) bool { return r == '/' || r == '?' || r == '#' || r == '=' || r == '&' }) {
+			if seg == "." || seg == ".." {
+				return NotNormalDotSegment
+			}
 		}
 	}
 	return ""
