@@ -164,3 +164,39 @@ func TestGatewaySampling(t *testing.T) {
 		t.Errorf("audit:\n%s", b)
 	}
 }
+
+// TestGatewayRelayAnswerOneLine: a client's answer to a downstream's
+// request reaches a stdio downstream as one line, whatever whitespace it
+// holds: a raw newline in the answer (JSON whitespace) cannot frame a
+// message of the client's own, which would pass the policy by.
+func TestGatewayRelayAnswerOneLine(t *testing.T) {
+	mark := newMark()
+	rec := filepath.Join(t.TempDir(), "rec.log")
+	body := "auth:\n  mode: none\npolicy:\n  rules:\n    - {id: sample-only, tools: [\"fx.sample\"], roles: [\"*\"]}\n" +
+		"log:\n  level: debug\nservers:\n" +
+		fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "sample,echo", "FIXTURE_ERA": "legacy", "FIXTURE_LOG": rec}, "protocol: legacy")
+	g := startGatewayWith(t, mark, body)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	sid := relaySession(t, g, `{"sampling":{}}`)
+	stream := callStream(ctx, t, g, sid, "fx.sample")
+	ask := next(t, stream, "the sampling request")
+	id, _ := ask["id"].(string)
+	if ask["method"] != "sampling/createMessage" {
+		t.Fatalf("the client was sent %v", ask)
+	}
+	injected := `{"jsonrpc":"2.0","id":4242,"method":"tools/call","params":{"name":"echo","arguments":{}}}`
+	answer := fmt.Sprintf("{\"jsonrpc\":\"2.0\",\"id\":%q,\"result\":{\"role\":\"assistant\",\"content\":{\"type\":\"text\",\"text\":\"x\"},\"model\":\"m\",\"pad\":[\n%s\r\n]}}", id, injected)
+	if r, _ := g.post(ctx, map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}, answer); r.status != 202 {
+		t.Fatalf("the answer: HTTP %d %s", r.status, r.body)
+	}
+	waitUntil(t, "the answer at the downstream", func() bool { return strings.Contains(received(t, rec), `"id":4242`) })
+	for line := range strings.SplitSeq(received(t, rec), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), `{"jsonrpc":"2.0","id":4242`) {
+			t.Fatalf("the client's answer framed a message of its own at the downstream: %s", line)
+		}
+	}
+	if text := resultText(t, next(t, stream, "the call's result")); !strings.Contains(text, `"pad":[{"jsonrpc"`) {
+		t.Errorf("the downstream got %q", text)
+	}
+}

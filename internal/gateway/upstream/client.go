@@ -15,6 +15,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -628,6 +629,13 @@ func (c *Client) request(m *jsonrpc.Message) {
 			e := *rerr
 			e.ID = id
 			answer(jsonrpc.AppendError(nil, &e))
+			return
+		}
+		// The caller's answer is a peer's bytes: compacted, so that no
+		// whitespace of its own reaches the downstream's framing.
+		res = bytes.Clone(res)
+		if err := (*jsontext.Value)(&res).Compact(); err != nil || res.Kind() != '{' {
+			answer(jsonrpc.AppendError(nil, jsonrpc.NewError(id, jsonrpc.CodeInternalError, "Internal error: the client's answer is not a JSON object")))
 			return
 		}
 		answer(jsonrpc.AppendResult(nil, id, res))

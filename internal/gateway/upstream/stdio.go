@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcp-bastion/bastion/internal/wire"
 )
@@ -406,8 +409,32 @@ func exitStatus(err error) string {
 // stdioTransport writes one message per line to the child's stdin.
 type stdioTransport struct{ conn *wire.Conn }
 
+// errNotOneLine: a message to a stdio downstream is not valid JSON, so it
+// cannot be made one line; it is not sent.
+var errNotOneLine = errors.New("upstream: a message to the downstream is not valid JSON; not sent")
+
+// oneLine returns msg as one line: a raw CR or LF in a JSON message is
+// whitespace, which would end the frame there and let what follows pass
+// for a message of its own (a client's answer relayed to the downstream,
+// say), so such a message is compacted. Whatever a caller embedded, the
+// writer guarantees one message per line.
+func oneLine(msg []byte) ([]byte, error) {
+	if !bytes.ContainsAny(msg, "\r\n") {
+		return msg, nil
+	}
+	v := jsontext.Value(bytes.Clone(msg))
+	if err := v.Compact(); err != nil {
+		return nil, errNotOneLine
+	}
+	return v, nil
+}
+
 func (t stdioTransport) send(ctx context.Context, out outgoing) error {
-	if err := t.conn.Write(ctx, out.msg); err != nil {
+	msg, err := oneLine(out.msg)
+	if err != nil {
+		return err
+	}
+	if err := t.conn.Write(ctx, msg); err != nil {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}

@@ -1,0 +1,98 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/wire"
+)
+
+// TestStdioWriterOneLine: whatever a caller hands the stdio writer, the
+// downstream reads one message per line: a message with raw CR or LF
+// (JSON whitespace) is compacted, and one that is not valid JSON is not
+// sent at all.
+func TestStdioWriterOneLine(t *testing.T) {
+	pr, pw := io.Pipe()
+	conn := wire.NewConn(strings.NewReader(""), pw, 1<<20)
+	tr := stdioTransport{conn: conn}
+	ctx := context.Background()
+	injected := `{"jsonrpc":"2.0","id":4242,"method":"tools/call","params":{"name":"echo","arguments":{}}}`
+	msg := "{\"jsonrpc\":\"2.0\",\"id\":\"r\",\"result\":{\"pad\":[\n" + injected + "\r\n]}}"
+	if err := tr.send(ctx, outgoing{msg: []byte(msg)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.send(ctx, outgoing{msg: []byte("{\"a\":\n" + injected)}); err == nil {
+		t.Error("a message that is not valid JSON was sent")
+	}
+	if err := tr.send(ctx, outgoing{msg: []byte(`{"jsonrpc":"2.0","method":"last"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 4)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	want := []string{`{"jsonrpc":"2.0","id":"r","result":{"pad":[` + injected + `]}}`, `{"jsonrpc":"2.0","method":"last"}`}
+	for _, w := range want {
+		select {
+		case got := <-lines:
+			if got != w {
+				t.Fatalf("the downstream read the line %q, want %q", got, w)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("nothing written")
+		}
+	}
+	conn.Close()
+	pw.Close()
+	for range lines {
+	}
+}
+
+// TestRelayedAnswerCompact: the caller's answer to a downstream's request
+// is compacted before it is framed for the downstream, whatever the
+// transport; an answer that is not an object is an error.
+func TestRelayedAnswerCompact(t *testing.T) {
+	for _, tc := range []struct{ res, want string }{
+		{"{\"role\":\"assistant\",\r\n\"pad\":[\n{\"x\":1}\n]}", `{"jsonrpc":"2.0","id":"s","result":{"role":"assistant","pad":[{"x":1}]}}`},
+		{"[1]", `"code":-32603`},
+	} {
+		tr := &fuzzTransport{requests: make(chan outgoing, 1)}
+		c := newClient("fx", tr, slog.New(slog.DiscardHandler), &Stats{}, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = c.roundTrip(ctx, "tools/call", []byte(`{"name":"a"}`), nil, CallOptions{
+				Requests: func(context.Context, string, jsontext.Value) (jsontext.Value, *jsonrpc.Error) {
+					return jsontext.Value(tc.res), nil
+				}})
+		}()
+		<-tr.requests
+		c.deliver([]byte(`{"jsonrpc":"2.0","id":"s","method":"sampling/createMessage","params":{"messages":[],"maxTokens":1}}`))
+		deadline := time.Now().Add(5 * time.Second)
+		for len(tr.sent()) == 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		sent := tr.sent()
+		if len(sent) != 1 {
+			t.Fatalf("sent %d answers", len(sent))
+		}
+		if got := string(sent[0].msg); !strings.Contains(got, tc.want) || strings.ContainsAny(got, "\r\n") {
+			t.Errorf("the downstream was answered %q, want %q", got, tc.want)
+		}
+		cancel()
+		<-done
+	}
+}
