@@ -200,3 +200,51 @@ func TestGatewayRelayAnswerOneLine(t *testing.T) {
 		t.Errorf("the downstream got %q", text)
 	}
 }
+
+// TestGatewayRelaySSECompact: what the gateway puts on a client's event
+// stream is compact JSON: a downstream's request whose params hold bare
+// CRs (JSON whitespace, but the end of an SSE data line) reaches the
+// client as one data line that parses whole.
+func TestGatewayRelaySSECompact(t *testing.T) {
+	mark := newMark()
+	g := startGateway(t, mark, fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "sample-cr", "FIXTURE_ERA": "legacy"}, "protocol: legacy"), "")
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	sid := relaySession(t, g, `{"sampling":{}}`)
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"fx.sample-cr","arguments":{}}}`, callIDs.Add(1))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("tools/call: %v %v", err, resp)
+	}
+	defer resp.Body.Close()
+	// The first event, read as raw bytes up to its blank line.
+	var ev []byte
+	buf := make([]byte, 1)
+	for !strings.HasSuffix(string(ev), "\n\n") {
+		if _, err := resp.Body.Read(buf); err != nil {
+			t.Fatalf("the stream ended after %q: %v", ev, err)
+		}
+		ev = append(ev, buf[0])
+	}
+	if strings.Contains(string(ev), "\r") {
+		t.Fatalf("the event holds a bare CR, which ends its data line: %q", ev)
+	}
+	var data string
+	for line := range strings.SplitSeq(string(ev), "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			data = d
+		}
+	}
+	var m struct {
+		Method string
+		Params struct{ MaxTokens int }
+	}
+	if err := json.Unmarshal([]byte(data), &m); err != nil || m.Method != "sampling/createMessage" || m.Params.MaxTokens != 10 {
+		t.Fatalf("the client was sent %q (%v)", data, err)
+	}
+}

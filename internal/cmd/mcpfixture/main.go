@@ -58,7 +58,8 @@
 // whoami (returns FIXTURE_NAME), array (structuredContent [1,2,3]), touch
 // (sends notifications/resources/updated for every subscribed resource
 // first), sample and elicit (send sampling/createMessage or
-// elicitation/create and return the answer as text), log (sends a
+// elicitation/create and return the answer as text), sample-cr (sample,
+// with bare CRs as whitespace in the request's params), log (sends a
 // notifications/message first). Any other name echoes.
 package main
 
@@ -661,15 +662,19 @@ func (s *server) call(m msg) {
 		echo()
 	case "array":
 		s.result(m.ID, `{"content":[{"type":"text","text":"[1,2,3]"}],"structuredContent":[1,2,3],"isError":false}`)
-	case "sample", "elicit":
+	case "sample", "elicit", "sample-cr":
 		// A server-to-client request while the call is served; the
 		// answer (or the error) is returned as the call's text.
 		id := fmt.Sprintf(`"fx-%s-%s"`, p.Name, strings.Trim(string(m.ID), `"`))
 		ch := make(chan msg, 1)
 		s.answers.Store(id, ch)
 		method, params := "sampling/createMessage", `{"messages":[{"role":"user","content":{"type":"text","text":"fixture asks"}}],"maxTokens":10}`
-		if p.Name == "elicit" {
+		switch p.Name {
+		case "elicit":
 			method, params = "elicitation/create", `{"message":"fixture asks","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}}}}`
+		case "sample-cr":
+			// Bare CRs, JSON whitespace, which would end an SSE data line.
+			params = "{\"messages\":[{\"role\":\"user\",\r\"content\":{\"type\":\"text\",\"text\":\"fixture asks\"}}],\r\"maxTokens\":10}"
 		}
 		s.write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`, id, method, params))
 		a := <-ch

@@ -1,6 +1,7 @@
 package front
 
 import (
+	"bytes"
 	"context"
 	"strconv"
 	"sync"
@@ -97,7 +98,13 @@ func (x *exchange) ask(ctx context.Context, method string, params jsontext.Value
 	msg = append(msg, `,"method":`...)
 	msg, _ = jsontext.AppendQuote(msg, method)
 	if len(params) > 0 {
-		msg = append(append(msg, `,"params":`...), params...)
+		// The downstream's params, compact: nothing of a peer's
+		// whitespace reaches the client's event stream.
+		p := jsontext.Value(bytes.Clone(params))
+		if p.Compact() != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: params are not valid JSON"}
+		}
+		msg = append(append(msg, `,"params":`...), p...)
 	}
 	x.push(append(msg, '}'))
 	select {

@@ -1,6 +1,7 @@
 package front
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -1029,7 +1030,19 @@ func startEvents(w http.ResponseWriter) events {
 	return events{w: w, fl: fl}
 }
 
+// send writes msg as one event. An SSE data line ends at a CR or an LF
+// (WHATWG), and either is whitespace in JSON, so msg is sent compact: a
+// message with a raw CR or LF is compacted, and one that is not valid
+// JSON is not sent at all (every source builds valid JSON; a cut message
+// would reach the client as a different one).
 func (e events) send(msg []byte) {
+	if bytes.ContainsAny(msg, "\r\n") {
+		v := jsontext.Value(bytes.Clone(msg))
+		if v.Compact() != nil {
+			return
+		}
+		msg = v
+	}
 	fmt.Fprintf(e.w, "event: message\ndata: %s\n\n", msg)
 	if e.fl != nil {
 		e.fl.Flush()

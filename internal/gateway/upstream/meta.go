@@ -101,7 +101,13 @@ func objectMembers(obj []byte) ([]member, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, member{name, v.Clone()})
+		// Compact: the object is re-encoded for a peer, whose framing
+		// (a stdio line, an SSE data line) a raw CR or LF would end.
+		v = v.Clone()
+		if err := v.Compact(); err != nil {
+			return nil, err
+		}
+		out = append(out, member{name, v})
 	}
 	return out, nil
 }

@@ -96,3 +96,13 @@ func TestRelayedAnswerCompact(t *testing.T) {
 		<-done
 	}
 }
+
+// TestProgressParamsCompact: progress params re-encoded with the
+// caller's token are compact, whatever whitespace the downstream used:
+// they go on to an SSE data line, which a CR or LF would end.
+func TestProgressParamsCompact(t *testing.T) {
+	got, err := replaceProgressToken([]byte("{\"progressToken\":\"gw-1\",\r\"progress\":\r1,\"message\":{\"a\":\r\n[1,\n2]}}"), jsontext.Value(`"tok"`))
+	if err != nil || string(got) != `{"progressToken":"tok","progress":1,"message":{"a":[1,2]}}` {
+		t.Errorf("progress params %q (%v)", got, err)
+	}
+}
