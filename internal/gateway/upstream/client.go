@@ -146,14 +146,15 @@ type CallOptions struct {
 	Params []Param
 	// Requests, when set, answers the server-to-client requests
 	// (sampling/createMessage, elicitation/create, roots/list) the
-	// downstream sends while this call is the only one in flight on the
-	// connection (docs/gateway-surface.md decision 24): nothing else ties
-	// such a request to a call. It runs on its own goroutine, with the
-	// call's context.
+	// downstream sends for this call (docs/gateway-surface.md decision
+	// 24): on an HTTP downstream, those on the call's own response
+	// stream; on stdio, which ties no message to a call, those sent while
+	// this call is the only one in flight on the connection. It runs on
+	// its own goroutine, with the call's context.
 	Requests func(ctx context.Context, method string, params jsontext.Value) (jsontext.Value, *jsonrpc.Error)
 	// Messages, when set, receives the params of each
-	// notifications/message the downstream sends while this call is the
-	// only one in flight (decision 23).
+	// notifications/message the downstream sends for this call, as
+	// Requests says (decision 23).
 	Messages func(params jsontext.Value)
 }
 
@@ -486,10 +487,21 @@ func (c *Client) InFlight() int {
 	return max(0, len(c.pending)-int(c.subscribed.Load()))
 }
 
-// deliver handles one frame read from the downstream. Nothing a
-// downstream sends can fail the client: what is not a well-formed message
-// is counted, logged and dropped.
-func (c *Client) deliver(frame []byte) {
+// oneCall is the stream of a connection that does not say which call a
+// message belongs to (stdio): a server's request or log message is the
+// one call's in flight, when there is exactly one.
+const oneCall int64 = -1
+
+// deliver handles one frame read from a connection that does not tie its
+// messages to calls (stdio); see deliverOn.
+func (c *Client) deliver(frame []byte) { c.deliverOn(frame, oneCall) }
+
+// deliverOn handles one frame read from the downstream on stream: the
+// id of the call whose response stream carried it (HTTP), 0 for a stream
+// tied to no call (an HTTP GET stream, the answer to a notification), or
+// oneCall. Nothing a downstream sends can fail the client: what is not a
+// well-formed message is counted, logged and dropped.
+func (c *Client) deliverOn(frame []byte, stream int64) {
 	// Results are read as raw values: each reader parses its own strictly
 	// (see jsonrpc.DecodeFrameResults).
 	f := jsonrpc.DecodeFrameResults(frame)
@@ -503,9 +515,9 @@ func (c *Client) deliver(frame []byte) {
 		case jsonrpc.KindResponse:
 			c.response(m)
 		case jsonrpc.KindNotification:
-			c.notification(m)
+			c.notification(m, stream)
 		case jsonrpc.KindRequest:
-			c.request(m)
+			c.request(m, stream)
 		}
 	}
 }
@@ -544,7 +556,7 @@ func (c *Client) response(m *jsonrpc.Message) {
 	p.done <- reply{result: m.Result}
 }
 
-func (c *Client) notification(m *jsonrpc.Message) {
+func (c *Client) notification(m *jsonrpc.Message, stream int64) {
 	if m.Method == "notifications/progress" {
 		tok, _ := progressTokenOf(m.Params)
 		id, ok := parseProgressToken(tok)
@@ -568,13 +580,29 @@ func (c *Client) notification(m *jsonrpc.Message) {
 		return
 	}
 	if m.Method == "notifications/message" {
-		if p := c.onlyCall(); p != nil && p.messages != nil {
+		if p := c.caller(stream); p != nil && p.messages != nil {
 			p.messages(m.Params)
 		}
 	}
 	if c.notify != nil {
 		c.notify(Notification{Method: m.Method, Params: m.Params})
 	}
+}
+
+// caller is the call a server's request or log message that came on
+// stream belongs to (decisions 23 and 24): on stdio the one call in
+// flight; on HTTP the call whose response stream carried it, and none
+// for a stream tied to no call (the GET stream), whatever is in flight.
+func (c *Client) caller(stream int64) *pendingCall {
+	if stream == oneCall {
+		return c.onlyCall()
+	}
+	if stream <= 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending[stream]
 }
 
 // onlyCall is the one call in flight on the connection, not counting
@@ -597,9 +625,9 @@ func (c *Client) onlyCall() *pendingCall {
 }
 
 // request answers the downstream's own requests: ping; a relayed
-// request (decision 24) through the one call in flight, when there is
-// exactly one and its caller can answer; an error for everything else.
-func (c *Client) request(m *jsonrpc.Message) {
+// request (decision 24) through the call it belongs to (see caller),
+// when its caller can answer; an error for everything else.
+func (c *Client) request(m *jsonrpc.Message, stream int64) {
 	answer := func(out []byte) {
 		ctx, cancel := context.WithTimeout(context.Background(), cancelSendTimeout)
 		defer cancel()
@@ -616,10 +644,13 @@ func (c *Client) request(m *jsonrpc.Message) {
 			"Method not found: the gateway relays no such request from servers")))
 		return
 	}
-	p := c.onlyCall()
+	p := c.caller(stream)
 	if p == nil || p.requests == nil {
-		answer(jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
-			"Method not found: the gateway relays a server's request only while exactly one call is in flight to it, for a caller that can answer it")))
+		why := "Method not found: the gateway relays a server's request only while exactly one call is in flight to it, for a caller that can answer it"
+		if stream != oneCall {
+			why = "Method not found: the gateway relays a server's request only on the response stream of the call it serves, for a caller that can answer it"
+		}
+		answer(jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound, why)))
 		return
 	}
 	id, params := m.ID, m.Params

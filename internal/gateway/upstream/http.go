@@ -351,7 +351,7 @@ func (t *httpTransport) send(ctx context.Context, out outgoing) error {
 			s.log.Warn("downstream response over the size cap; dropped", slog.Int64("max_message_bytes", s.opts.MaxMessage))
 			return fmt.Errorf("upstream: the downstream's response is larger than %d bytes", s.opts.MaxMessage)
 		}
-		t.c.deliver(body)
+		t.c.deliverOn(body, out.id)
 		return nil
 	}
 	if resp.StatusCode != http.StatusOK {
@@ -362,7 +362,9 @@ func (t *httpTransport) send(ctx context.Context, out outgoing) error {
 }
 
 // readEvents delivers the messages of an SSE response until the stream
-// ends or, for a request, until its response has come.
+// ends or, for a request, until its response has come. id is the request
+// whose response stream it is, 0 for the GET stream: what the server
+// sends on it is attributed to that call, or to none.
 func (t *httpTransport) readEvents(body io.Reader, id int64) error {
 	s := t.s
 	br := bufio.NewReaderSize(body, 64<<10)
@@ -386,7 +388,7 @@ func (t *httpTransport) readEvents(body io.Reader, id int64) error {
 				s.stats.Oversized.Add(1)
 				s.log.Warn("downstream event over the size cap; dropped", slog.Int64("max_message_bytes", s.opts.MaxMessage))
 			} else if data.Len() > 0 {
-				t.c.deliver(bytes.Clone(data.Bytes()))
+				t.c.deliverOn(bytes.Clone(data.Bytes()), id)
 			}
 			data.Reset()
 			tooBig = false
