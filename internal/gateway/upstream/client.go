@@ -92,6 +92,7 @@ type Stats struct {
 	Garbage    atomic.Int64 // lines that were not JSON-RPC messages
 	Oversized  atomic.Int64 // messages over the size cap
 	Unexpected atomic.Int64 // responses to no call in flight: late, duplicate or misaddressed
+	Dropped    atomic.Int64 // progress and log messages for a caller whose queue was full
 }
 
 // outgoing is one message for a transport to carry.
@@ -196,6 +197,77 @@ type pendingCall struct {
 	ctx      context.Context
 	requests func(ctx context.Context, method string, params jsontext.Value) (jsontext.Value, *jsonrpc.Error)
 	messages func(jsontext.Value)
+	// relay hands progress and messages to the caller, nil when the call
+	// takes neither.
+	relay *relay
+}
+
+// relayQueueLen bounds the progress notifications and log messages that
+// wait for one call's caller.
+const relayQueueLen = 256
+
+// relay hands one call's progress and log messages to its caller on a
+// goroutine of its own, through a bounded queue: the goroutine that reads
+// the downstream, which every call on the connection shares, never waits
+// for a caller (a client that stops reading its event stream would stall
+// them all). Past the bound they are dropped.
+type relay struct {
+	ch   chan func()
+	stop chan struct{}
+	done chan struct{}
+}
+
+func startRelay() *relay {
+	r := &relay{ch: make(chan func(), relayQueueLen), stop: make(chan struct{}), done: make(chan struct{})}
+	go r.run()
+	return r
+}
+
+func (r *relay) run() {
+	defer close(r.done)
+	for {
+		select {
+		case f := <-r.ch:
+			f()
+		case <-r.stop:
+			for { // what came before the call ended goes first
+				select {
+				case f := <-r.ch:
+					f()
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// post queues f without waiting; false when the queue is full.
+func (r *relay) post(f func()) bool {
+	select {
+	case r.ch <- f:
+		return true
+	default:
+		return false
+	}
+}
+
+// finish hands the caller what is queued, so that it precedes the call's
+// answer, and ends the goroutine; it waits at most until ctx ends.
+func (r *relay) finish(ctx context.Context) {
+	close(r.stop)
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+	}
+}
+
+// toCaller queues f for p's caller, counting and logging what is dropped.
+func (c *Client) toCaller(p *pendingCall, what string, f func()) {
+	if !p.relay.post(f) {
+		c.stats.Dropped.Add(1)
+		c.log.Debug("dropped a downstream message for a caller that is not reading", slog.String("what", what))
+	}
 }
 
 type reply struct {
@@ -347,6 +419,10 @@ func (c *Client) roundTrip(ctx context.Context, method string, params []byte, me
 	id := c.nextID
 	p := &pendingCall{done: make(chan reply, 1), progress: opts.Progress, token: opts.ProgressToken,
 		method: method, ctx: ctx, requests: opts.Requests, messages: opts.Messages}
+	if opts.Progress != nil || opts.Messages != nil {
+		p.relay = startRelay()
+		defer p.relay.finish(ctx)
+	}
 	c.pending[id] = p
 	c.mu.Unlock()
 
@@ -571,7 +647,7 @@ func (c *Client) notification(m *jsonrpc.Message, stream int64) {
 		}
 		params, err := replaceProgressToken(m.Params, p.token)
 		if err == nil {
-			p.progress(params)
+			c.toCaller(p, "progress", func() { p.progress(params) })
 		}
 		return
 	}
@@ -581,7 +657,8 @@ func (c *Client) notification(m *jsonrpc.Message, stream int64) {
 	}
 	if m.Method == "notifications/message" {
 		if p := c.caller(stream); p != nil && p.messages != nil {
-			p.messages(m.Params)
+			params := m.Params
+			c.toCaller(p, "log message", func() { p.messages(params) })
 		}
 	}
 	if c.notify != nil {

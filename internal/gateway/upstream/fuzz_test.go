@@ -159,7 +159,7 @@ func FuzzClientResponses(f *testing.F) {
 			err error
 		}
 		results := make([]chan result, len(fuzzCalls))
-		progress := make([][]jsontext.Value, len(fuzzCalls)) // written by deliver, on this goroutine
+		progress := make([][]jsontext.Value, len(fuzzCalls)) // written for each call before it returns
 		for i, call := range fuzzCalls {
 			results[i] = make(chan result, 1)
 			var opts CallOptions
@@ -189,15 +189,6 @@ func FuzzClientResponses(f *testing.F) {
 			c.deliver(line)
 		}
 
-		// Progress.
-		for i := range fuzzCalls {
-			if len(progress[i]) != len(want.progress[i]) {
-				t.Fatalf("call %d got %d progress notifications, want %d: %q", i+1, len(progress[i]), len(want.progress[i]), progress[i])
-			}
-			for j, p := range progress[i] {
-				checkFuzzProgress(t, p, want.progress[i][j], fuzzCalls[i].token)
-			}
-		}
 		// Notifications.
 		if len(notes) != len(want.notes) {
 			t.Fatalf("OnNotify got %d notifications, want %d: %+v", len(notes), len(want.notes), notes)
@@ -268,6 +259,15 @@ func FuzzClientResponses(f *testing.F) {
 		}
 		if c.InFlight() != 0 {
 			t.Fatalf("%d calls held after Fail", c.InFlight())
+		}
+		// Progress: each call's reached its caller before the call returned.
+		for i := range fuzzCalls {
+			if len(progress[i]) != len(want.progress[i]) {
+				t.Fatalf("call %d got %d progress notifications, want %d: %q", i+1, len(progress[i]), len(want.progress[i]), progress[i])
+			}
+			for j, p := range progress[i] {
+				checkFuzzProgress(t, p, want.progress[i][j], fuzzCalls[i].token)
+			}
 		}
 		// Nothing reaches a call that has ended.
 		for _, line := range lines {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,5 +106,95 @@ func TestProgressParamsCompact(t *testing.T) {
 	got, err := replaceProgressToken([]byte("{\"progressToken\":\"gw-1\",\r\"progress\":\r1,\"message\":{\"a\":\r\n[1,\n2]}}"), jsontext.Value(`"tok"`))
 	if err != nil || string(got) != `{"progressToken":"tok","progress":1,"message":{"a":[1,2]}}` {
 		t.Errorf("progress params %q (%v)", got, err)
+	}
+}
+
+// TestSlowCallerDoesNotStallConnection: a caller that does not take its
+// log messages (a client that stopped reading its event stream) never
+// holds up the goroutine that reads the downstream: past a bound its
+// messages are dropped and counted, and another call on the connection
+// is still answered.
+func TestSlowCallerDoesNotStallConnection(t *testing.T) {
+	tr := &fuzzTransport{requests: make(chan outgoing, 2)}
+	stats := &Stats{}
+	c := newClient("fx", tr, slog.New(slog.DiscardHandler), stats, nil)
+	stuck := make(chan struct{})
+	defer close(stuck)
+	slowDone := make(chan error, 1)
+	go func() {
+		_, err := c.roundTrip(context.Background(), "tools/call", []byte(`{"name":"slow"}`), nil, CallOptions{
+			Messages: func(jsontext.Value) { <-stuck }})
+		slowDone <- err
+	}()
+	<-tr.requests // the slow call is the only one in flight: its messages are its own
+	read := make(chan struct{})
+	go func() { // the downstream's read loop
+		defer close(read)
+		for range 4 * relayQueueLen {
+			c.deliver([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"` + strings.Repeat("x", 1024) + `"}}`))
+		}
+	}()
+	select {
+	case <-read:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read loop is blocked on a caller that does not read")
+	}
+	if stats.Dropped.Load() == 0 {
+		t.Error("nothing was dropped for a caller that does not read")
+	}
+	otherDone := make(chan error, 1)
+	go func() {
+		_, err := c.roundTrip(context.Background(), "tools/call", []byte(`{"name":"echo"}`), nil, CallOptions{})
+		otherDone <- err
+	}()
+	other := <-tr.requests
+	go c.deliver([]byte(`{"jsonrpc":"2.0","id":` + strconv.FormatInt(other.id, 10) + `,"result":{}}`))
+	select {
+	case err := <-otherDone:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("another call on the connection was not answered")
+	}
+	c.Fail(ErrClosed)
+}
+
+// TestProgressBeforeAnswer: a call's progress and log messages, queued
+// for its caller, all reach it before the call returns its answer.
+func TestProgressBeforeAnswer(t *testing.T) {
+	tr := &fuzzTransport{requests: make(chan outgoing, 1)}
+	c := newClient("fx", tr, slog.New(slog.DiscardHandler), &Stats{}, nil)
+	var mu sync.Mutex
+	var got []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = c.roundTrip(context.Background(), "tools/call", []byte(`{"name":"a"}`), nil, CallOptions{
+			ProgressToken: jsontext.Value(`"t"`),
+			Progress: func(p jsontext.Value) {
+				time.Sleep(time.Millisecond)
+				mu.Lock()
+				got = append(got, "progress")
+				mu.Unlock()
+			},
+			Messages: func(jsontext.Value) {
+				mu.Lock()
+				got = append(got, "message")
+				mu.Unlock()
+			}})
+	}()
+	out := <-tr.requests
+	id := strconv.FormatInt(out.id, 10)
+	for range 5 {
+		c.deliver([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"gw-` + id + `","progress":1}}`))
+		c.deliver([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`))
+	}
+	c.deliver([]byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{}}`))
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 10 || got[0] != "progress" || got[9] != "message" {
+		t.Errorf("before the answer the caller got %v", got)
 	}
 }
