@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Server-to-client requests and log messages through the gateway, end to
@@ -246,5 +249,42 @@ func TestGatewayRelaySSECompact(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(data), &m); err != nil || m.Method != "sampling/createMessage" || m.Params.MaxTokens != 10 {
 		t.Fatalf("the client was sent %q (%v)", data, err)
+	}
+}
+
+// TestGatewayRelaySlowClient: a client that stops reading its event
+// stream while its call floods it with log messages does not stall the
+// downstream for everyone: another caller's call on the same downstream
+// is still answered.
+func TestGatewayRelaySlowClient(t *testing.T) {
+	mark := newMark()
+	rec := filepath.Join(t.TempDir(), "rec.log")
+	g := startGateway(t, mark, fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "flood,echo", "FIXTURE_ERA": "legacy", "FIXTURE_LOG": rec}, "protocol: legacy"), "")
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	sid := relaySession(t, g, `{}`)
+	// The slow client: a tiny receive buffer, and it never reads.
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	host := strings.TrimPrefix(g.base, "http://")
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"fx.flood","arguments":{}}}`, callIDs.Add(1))
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"+
+		"Mcp-Session-Id: %s\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: %d\r\n\r\n%s", host, sid, len(body), body)
+	waitUntil(t, "the flood call at the downstream", func() bool { return strings.Contains(received(t, rec), `"flood"`) })
+	time.Sleep(time.Second) // the flood fills the slow client's connection
+
+	other := relaySession(t, g, `{}`)
+	echoCtx, echoCancel := context.WithTimeout(ctx, 10*time.Second)
+	defer echoCancel()
+	r, err := g.post(echoCtx, map[string]string{"Mcp-Session-Id": other, "MCP-Protocol-Version": "2025-11-25"},
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fx.echo","arguments":{"x":1}}}`)
+	if err != nil || r.status != 200 || !strings.Contains(string(r.body), `"result"`) {
+		t.Fatalf("another caller's call on the same downstream: %v %d %s", err, r.status, r.body)
 	}
 }

@@ -59,7 +59,8 @@
 // (sends notifications/resources/updated for every subscribed resource
 // first), sample and elicit (send sampling/createMessage or
 // elicitation/create and return the answer as text), sample-cr (sample,
-// with bare CRs as whitespace in the request's params), log (sends a
+// with bare CRs as whitespace in the request's params), flood (sends 4000
+// log messages of 16 KiB first), log (sends a
 // notifications/message first). Any other name echoes.
 package main
 
@@ -685,6 +686,13 @@ func (s *server) call(m msg) {
 		}
 		text, _ := json.Marshal(got)
 		s.result(m.ID, fmt.Sprintf(`{"content":[{"type":"text","text":%s}],"isError":false}`, text))
+	case "flood":
+		// Thousands of large log messages, as fast as they are read.
+		line := `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"flood","data":"` + strings.Repeat("x", 16<<10) + `"}}`
+		for range 4000 {
+			s.write(line)
+		}
+		echo()
 	case "log":
 		s.write(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"work","data":"fixture log line"}}`)
 		echo()

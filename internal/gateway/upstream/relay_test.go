@@ -110,7 +110,7 @@ func TestProgressParamsCompact(t *testing.T) {
 }
 
 // TestSlowCallerDoesNotStallConnection: a caller that does not take its
-// log messages (a client that stopped reading its event stream) never
+// progress or log messages (a client that stopped reading its event stream) never
 // holds up the goroutine that reads the downstream: past a bound its
 // messages are dropped and counted, and another call on the connection
 // is still answered.
@@ -123,14 +123,16 @@ func TestSlowCallerDoesNotStallConnection(t *testing.T) {
 	slowDone := make(chan error, 1)
 	go func() {
 		_, err := c.roundTrip(context.Background(), "tools/call", []byte(`{"name":"slow"}`), nil, CallOptions{
+			ProgressToken: jsontext.Value(`"t"`), Progress: func(jsontext.Value) { <-stuck },
 			Messages: func(jsontext.Value) { <-stuck }})
 		slowDone <- err
 	}()
-	<-tr.requests // the slow call is the only one in flight: its messages are its own
+	slow := <-tr.requests // the only call in flight: the messages are its own
 	read := make(chan struct{})
 	go func() { // the downstream's read loop
 		defer close(read)
-		for range 4 * relayQueueLen {
+		for range 2 * relayQueueLen {
+			c.deliver([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"gw-` + strconv.FormatInt(slow.id, 10) + `","progress":1}}`))
 			c.deliver([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"` + strings.Repeat("x", 1024) + `"}}`))
 		}
 	}()
