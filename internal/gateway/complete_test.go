@@ -2,22 +2,18 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
-	"github.com/mcp-bastion/bastion/internal/gateway/config"
-	"github.com/mcp-bastion/bastion/internal/gateway/policy"
 )
 
 // syncBuffer is an audit sink's writer read by the test while the
@@ -76,38 +72,9 @@ func startDocsWith(t *testing.T, rules string, env map[string]string, ready func
 	for k, v := range env {
 		fmt.Fprintf(&b, "      %s: %q\n", k, v)
 	}
-	fmt.Fprintf(&b, "admission: {first_use: pin}\nstate_dir: %q\n", t.TempDir())
-	cfg, err := config.Parse([]byte(b.String()), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatalf("config: %v\n%s", err, b.String())
-	}
-	g := New(cfg, nil)
-	useLedger(t, g)
-	pol, err := policy.Compile(cfg.PolicyRules())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b.WriteString("admission: {first_use: pin}\n")
 	buf := &syncBuffer{}
-	g.Authorize(pol, cfg.FilterToolsList(), audit.New(buf))
-	if before != nil {
-		before(g)
-	}
-	g.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		if err := g.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for !g.Ready() || !ready(g.catalog.Snapshot()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready: %+v", g.Status())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return g, buf
+	return launch(t, b.String(), audit.New(buf), before, ready), buf
 }
 
 // TestCompletionConditions: a rule with a condition is decided for a

@@ -73,10 +73,20 @@ func start(t *testing.T, servers map[string]map[string]string, extra string) *Ga
 	if !strings.Contains(extra, "admission:") {
 		b.WriteString("\nadmission: {first_use: pin}\n")
 	}
-	fmt.Fprintf(&b, "state_dir: %q\n", t.TempDir())
-	cfg, err := config.Parse([]byte(b.String()), func(string) (string, bool) { return "", false })
+	return launch(t, b.String(), nil, nil, func(*catalog.Snapshot) bool { return true })
+}
+
+// launch starts a gateway from the configuration yaml (a state_dir of
+// its own is added), its audit to sink (nil: none), with before called
+// before it starts, and waits until it is ready and ready holds for its
+// catalog. It is closed, waiting for every goroutine and child, when the
+// test ends.
+func launch(t *testing.T, yaml string, sink *audit.Sink, before func(*Gateway), ready func(*catalog.Snapshot) bool) *Gateway {
+	t.Helper()
+	yaml += fmt.Sprintf("state_dir: %q\n", t.TempDir())
+	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
-		t.Fatalf("config: %v\n%s", err, b.String())
+		t.Fatalf("config: %v\n%s", err, yaml)
 	}
 	g := New(cfg, nil)
 	useLedger(t, g)
@@ -84,7 +94,10 @@ func start(t *testing.T, servers map[string]map[string]string, extra string) *Ga
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Authorize(pol, cfg.FilterToolsList(), nil)
+	g.Authorize(pol, cfg.FilterToolsList(), sink)
+	if before != nil {
+		before(g)
+	}
 	g.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -94,7 +107,7 @@ func start(t *testing.T, servers map[string]map[string]string, extra string) *Ga
 		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
-	for !g.Ready() {
+	for !g.Ready() || !ready(g.catalog.Snapshot()) {
 		if time.Now().After(deadline) {
 			t.Fatalf("not ready: %+v", g.Status())
 		}
