@@ -482,6 +482,216 @@ mutate gw-sub-authz "a resources/subscribe the deciding rule refuses reaches the
 	'\tif false && !d.Allow {\n\t\tev.Outcome' \
 	-- "$e2epkg" 'TestGatewayResourceSubscriptions'
 
+mutate gw-resource-rule-halves "a resource pattern is matched whole against <server>:<uri>, its server half's * crossing the colon" \
+	internal/gateway/policy/policy.go \
+	'if Match\(pat\.server, server\) && Match\(pat\.uri, uri\) \{' \
+	'if Match(pat.server+":"+pat.uri, server+":"+uri) {' \
+	-- ./internal/gateway/policy 'TestResourceHalves'
+
+mutate gw-resource-normal-form "a template-routed URI that is not in normal form is decided and read" \
+	internal/gateway/resource.go \
+	'if why := catalog\.NotNormal\(uri\); why != "" \{' \
+	'if why := catalog.NotNormal(uri); false && why != "" {' \
+	-- ./internal/gateway 'TestRouteReadNormalForm'
+
+mutate gw-resource-normal-form-e2e "through the front, other spellings of a template-routed URI reach the server" \
+	internal/gateway/resource.go \
+	'if why := catalog\.NotNormal\(uri\); why != "" \{' \
+	'if why := catalog.NotNormal(uri); false && why != "" {' \
+	-- "$e2epkg" 'TestGatewayResourceSpellings'
+
+mutate gw-uri-normal-scheme "a URI's scheme in upper case is normal" \
+	internal/gateway/catalog/resource.go \
+	'return NotNormalScheme' \
+	'_ = NotNormalScheme' \
+	-- ./internal/gateway/catalog 'TestNotNormal'
+
+mutate gw-uri-normal-space "a raw space or control character in a URI is normal" \
+	internal/gateway/catalog/resource.go \
+	'return NotNormalSpace' \
+	'_ = NotNormalSpace' \
+	-- ./internal/gateway/catalog 'TestNotNormal'
+
+mutate gw-uri-normal-percent "a '%' not followed by two hex digits is normal" \
+	internal/gateway/catalog/resource.go \
+	'if i\+2 >= len\(uri\) \|\| !isHex\(uri\[i\+1\]\) \|\| !isHex\(uri\[i\+2\]\) \{' \
+	'if i+2 >= len(uri) {' \
+	-- ./internal/gateway/catalog 'TestNotNormal'
+
+mutate gw-uri-normal-hexcase "a lower-case hex digit in a percent-encoding is normal" \
+	internal/gateway/catalog/resource.go \
+	'return NotNormalHexCase' \
+	'_ = NotNormalHexCase' \
+	-- ./internal/gateway/catalog 'TestNotNormal'
+
+mutate gw-uri-normal-unreserved "a percent-encoded unreserved character (%70 for p) is normal" \
+	internal/gateway/catalog/resource.go \
+	'return NotNormalUnreserved' \
+	'_ = NotNormalUnreserved' \
+	-- ./internal/gateway/catalog 'TestNotNormal'
+
+mutate gw-uri-normal-encoded "a percent-encoded '/', '\\' or control character is normal" \
+	internal/gateway/catalog/resource.go \
+	'return NotNormalEncoded' \
+	'_ = NotNormalEncoded' \
+	-- ./internal/gateway/catalog 'TestNotNormal'
+
+mutate gw-uri-normal-backslash "a backslash before a URI's query is normal" \
+	internal/gateway/catalog/resource.go \
+	'return NotNormalBackslash' \
+	'_ = NotNormalBackslash' \
+	-- ./internal/gateway/catalog 'TestNotNormal'
+
+mutate gw-uri-normal-dot "a '.' or '..' path segment is normal" \
+	internal/gateway/catalog/resource.go \
+	'case seg == "\." \|\| seg == "\.\.":\n\t\t\treturn NotNormalDotSegment' \
+	'case seg == "." || seg == "..":\n\t\t\t_ = NotNormalDotSegment' \
+	-- ./internal/gateway/catalog 'TestNotNormal'
+
+mutate gw-uri-normal-empty "an empty path segment ('//') is normal" \
+	internal/gateway/catalog/resource.go \
+	'return NotNormalEmptySegment' \
+	'_ = NotNormalEmptySegment' \
+	-- ./internal/gateway/catalog 'TestNotNormal'
+
+mutate gw-resource-blob "a read result's blob that is not base64 is relayed" \
+	internal/gateway/resource.go \
+	'if c\.Blob != nil && !strictBase64\(\*c\.Blob\) \{' \
+	'if false {' \
+	-- ./internal/gateway 'TestParseContentsBlob|TestReadResourceContents'
+
+mutate gw-resource-blob-strict "a blob with non-zero pad bits is relayed" \
+	internal/gateway/resource.go \
+	'base64\.StdEncoding\.Strict\(\)\.DecodeString' \
+	'base64.StdEncoding.DecodeString' \
+	-- ./internal/gateway 'TestParseContentsBlob'
+
+mutate gw-resource-blob-lines "a blob with line breaks, which the decoder skips, is relayed" \
+	internal/gateway/resource.go \
+	'if strings\.ContainsAny\(s, ' \
+	'if false && strings.ContainsAny(s, ' \
+	-- ./internal/gateway 'TestParseContentsBlob'
+
+mutate gw-resource-contents-checked "a read's contents are relayed unchecked against the catalog and the rules" \
+	internal/gateway/resource.go \
+	'if perr := g\.checkContents\(c\.Principal, server, c\.URI, contents\); perr != nil \{' \
+	'if perr := g.checkContents(c.Principal, server, c.URI, contents); false && perr != nil {' \
+	-- ./internal/gateway 'TestReadResourceContents'
+
+mutate gw-resource-contents-owner "a read's contents may be labelled with a URI another server owns" \
+	internal/gateway/resource.go \
+	'case r != nil && r\.Server != server, r == nil && t != nil && t\.Server != server:' \
+	'case r == nil && t == nil && false:' \
+	-- ./internal/gateway 'TestCheckContents|TestReadResourceContents'
+
+mutate gw-resource-contents-authz "a read's contents may be labelled with a URI the caller may not read" \
+	internal/gateway/resource.go \
+	'if !d\.Allow \{\n\t\t\treturn fmt\.Errorf' \
+	'if false {\n\t\t\treturn fmt.Errorf' \
+	-- ./internal/gateway 'TestCheckContents|TestReadResourceContents'
+
+mutate gw-stdio-one-line "a message with a raw newline is written to a stdio downstream as it is" \
+	internal/gateway/upstream/stdio.go \
+	'if !bytes\.ContainsAny\(msg, "\\r\\n"\) \{' \
+	'if true {' \
+	-- "$uppkg" 'TestStdioWriterOneLine'
+
+mutate gw-relay-answer-compact "the client's answer to a downstream's request is framed uncompacted" \
+	internal/gateway/upstream/client.go \
+	'if err := \(\*jsontext\.Value\)\(&res\)\.Compact\(\); err != nil \|\| res\.Kind\(\) != .\{. \{' \
+	'if res.Kind() != 0x7b {' \
+	-- "$uppkg" 'TestRelayedAnswerCompact'
+
+mutate gw-relay-answer-line "neither the writer nor the relay compacts a client's answer (injection into stdio)" \
+	internal/gateway/upstream/stdio.go \
+	'if !bytes\.ContainsAny\(msg, "\\r\\n"\) \{' \
+	'if true {' \
+	internal/gateway/upstream/client.go \
+	'if err := \(\*jsontext\.Value\)\(&res\)\.Compact\(\); err != nil \|\| res\.Kind\(\) != .\{. \{' \
+	'if res.Kind() != 0x7b {' \
+	-- "$e2epkg" 'TestGatewayRelayAnswerOneLine'
+
+mutate gw-sse-compact "an SSE event is written with the raw CRs and LFs of its message" \
+	internal/gateway/front/mcp.go \
+	'if bytes\.ContainsAny\(msg, "\\r\\n"\) \{' \
+	'if false {' \
+	-- ./internal/gateway/front/ 'TestEventsCompact'
+
+mutate gw-ask-params-compact "a downstream's request params reach the client with their whitespace" \
+	internal/gateway/front/ask.go \
+	'if p\.Compact\(\) != nil \{' \
+	'if false {' \
+	-- ./internal/gateway/front/ 'TestAskParamsCompact'
+
+mutate gw-sse-line "neither the SSE writer nor the ask compacts: a bare CR cuts the client's event" \
+	internal/gateway/front/mcp.go \
+	'if bytes\.ContainsAny\(msg, "\\r\\n"\) \{' \
+	'if false {' \
+	internal/gateway/front/ask.go \
+	'if p\.Compact\(\) != nil \{' \
+	'if false {' \
+	-- "$e2epkg" 'TestGatewayRelaySSECompact'
+
+mutate gw-progress-compact "re-encoded progress params keep the downstream's whitespace" \
+	internal/gateway/upstream/meta.go \
+	'if err := v\.Compact\(\); err != nil \{' \
+	'if false {' \
+	-- "$uppkg" 'TestProgressParamsCompact'
+
+mutate gw-http-get-stream "a request on an HTTP downstream's GET stream is attributed to the one call in flight" \
+	internal/gateway/upstream/client.go \
+	'if stream <= 0 \{\n\t\treturn nil\n\t\}' \
+	'if stream <= 0 {\n\t\treturn c.onlyCall()\n\t}' \
+	-- "$uppkg" 'TestHTTPGetStreamRequestNotAttributed'
+
+mutate gw-http-call-stream "a request on an HTTP call's response stream is attributed by the one-call rule" \
+	internal/gateway/upstream/http.go \
+	't\.c\.deliverOn\(bytes\.Clone\(data\.Bytes\(\)\), id\)' \
+	't.c.deliver(bytes.Clone(data.Bytes()))' \
+	-- "$uppkg" 'TestHTTPCallStreamRequestAttributed'
+
+mutate gw-relay-queue-messages "a caller's log messages are handed over on the downstream's read loop" \
+	internal/gateway/upstream/client.go \
+	'c\.toCaller\(p, "log message", func\(\) \{ p\.messages\(params\) \}\)' \
+	'p.messages(params)' \
+	-- "$uppkg" 'TestSlowCallerDoesNotStallConnection'
+
+mutate gw-relay-queue-progress "a caller's progress is handed over on the downstream's read loop" \
+	internal/gateway/upstream/client.go \
+	'c\.toCaller\(p, "progress", func\(\) \{ p\.progress\(params\) \}\)' \
+	'p.progress(params)' \
+	-- "$uppkg" 'TestSlowCallerDoesNotStallConnection'
+
+mutate gw-relay-queue-slow-client "a client that stops reading stalls the downstream for every caller" \
+	internal/gateway/upstream/client.go \
+	'c\.toCaller\(p, "log message", func\(\) \{ p\.messages\(params\) \}\)' \
+	'p.messages(params)' \
+	-- "$e2epkg" 'TestGatewayRelaySlowClient'
+
+mutate gw-relay-queue-drain "what is queued for a caller is dropped when its call ends" \
+	internal/gateway/upstream/client.go \
+	'\t\t\t\tcase f := <-r\.ch:\n\t\t\t\t\tf\(\)' \
+	'\t\t\t\tcase <-r.ch:' \
+	-- "$uppkg" 'TestProgressBeforeAnswer'
+
+mutate gw-relay-queue-order "a call's answer is returned before what is queued for its caller" \
+	internal/gateway/upstream/client.go \
+	'case <-r\.done:\n\tcase <-ctx\.Done\(\):' \
+	'default:' \
+	-- "$uppkg" 'TestProgressBeforeAnswer'
+
+mutate gw-uri-normal-query-dot "a '..' segment in a template-routed URI's query is normal" \
+	internal/gateway/catalog/resource.go \
+	'\t\t\tif seg == "\." \|\| seg == "\.\." \{\n\t\t\t\treturn NotNormalDotSegment' \
+	'\t\t\tif false && (seg == "." || seg == "..") {\n\t\t\t\treturn NotNormalDotSegment' \
+	-- ./internal/gateway/catalog 'TestNotNormal'
+
+mutate gw-uri-normal-nonascii "raw non-ASCII in a template-routed URI is normal" \
+	internal/gateway/catalog/resource.go \
+	'return NotNormalNonASCII' \
+	'_ = NotNormalNonASCII' \
+	-- ./internal/gateway/catalog 'TestNotNormal'
+
 mutate gw-sub-unsubscribe "resources/unsubscribe leaves the subscription in place" \
 	internal/gateway/subscribe.go \
 	'\tif !found \{' \
