@@ -73,8 +73,8 @@ func TestNotNormal(t *testing.T) {
 }
 
 // FuzzNotNormal: a URI in normal form has no dot or empty path segment
-// even after its percent-encodings are decoded, no raw space or control
-// character, and a lower-case scheme; and a refusal is one of the
+// even after its percent-encodings are decoded, no raw space, control
+// or non-ASCII character, and a lower-case scheme; and a refusal is one of the
 // reasons, which never name the URI.
 func FuzzNotNormal(f *testing.F) {
 	for _, s := range []string{"file:///srv/docs/a.md", "file:///srv/docs/%70rivate", "file:///srv/docs/./x",
@@ -86,14 +86,14 @@ func FuzzNotNormal(f *testing.F) {
 		if why != "" {
 			switch why {
 			case NotNormalScheme, NotNormalSpace, NotNormalPercent, NotNormalHexCase, NotNormalUnreserved,
-				NotNormalEncoded, NotNormalBackslash, NotNormalDotSegment, NotNormalEmptySegment:
+				NotNormalEncoded, NotNormalBackslash, NotNormalDotSegment, NotNormalEmptySegment, NotNormalNonASCII:
 			default:
 				t.Fatalf("NotNormal(%q) = %q, not one of the reasons", uri, why)
 			}
 			return
 		}
 		scheme, rest, ok := strings.Cut(uri, ":")
-		if !ok || scheme != strings.ToLower(scheme) || strings.ContainsFunc(uri, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		if !ok || scheme != strings.ToLower(scheme) || strings.ContainsFunc(uri, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
 			t.Fatalf("%q is called normal", uri)
 		}
 		path := rest
