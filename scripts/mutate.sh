@@ -670,7 +670,7 @@ mutate gw-relay-queue-slow-client "a client that stops reading stalls the downst
 
 mutate gw-relay-queue-drain "what is queued for a caller is dropped when its call ends" \
 	internal/gateway/upstream/client.go \
-	'\t\t\t\tcase f := <-r\.ch:\n\t\t\t\t\tf\(\)' \
+	'\t\t\t\tcase f := <-r\.ch:\n\t\t\t\t\tr\.run1\(f\)' \
 	'\t\t\t\tcase <-r.ch:' \
 	-- "$uppkg" 'TestProgressBeforeAnswer'
 
@@ -691,6 +691,42 @@ mutate gw-uri-normal-nonascii "raw non-ASCII in a template-routed URI is normal"
 	'return NotNormalNonASCII' \
 	'_ = NotNormalNonASCII' \
 	-- ./internal/gateway/catalog 'TestNotNormal'
+
+mutate gw-relay-after-return "what is queued for a caller reaches it after its call returned" \
+	internal/gateway/upstream/client.go \
+	'func \(r \*relay\) run1\(f func\(\)\) \{\n\tif r\.over\.Load\(\) \{' \
+	'func (r *relay) run1(f func()) {\n\tif false && r.over.Load() {' \
+	-- "$uppkg" 'TestNoProgressAfterCallReturned'
+
+mutate gw-relay-drain-bound "an answered call waits for a caller that takes nothing until its deadline" \
+	internal/gateway/upstream/client.go \
+	'\tcase <-t\.C:\n' \
+	'' \
+	-- "$uppkg" 'TestAnsweredCallNotHeldByStalledCaller'
+
+mutate gw-resource-readings "a template-routed URI is decided only as spelled, not as a server that reads its path reads it" \
+	internal/gateway/resource.go \
+	'if o := decide\(u\); !o\.Allow && o\.Reason != policy\.ReasonNoRule \{' \
+	'if o := decide(u); false && !o.Allow {' \
+	-- ./internal/gateway 'TestRouteReadReadings'
+
+mutate gw-contents-normal "contents labelled with a URI not in normal form are judged by that spelling" \
+	internal/gateway/resource.go \
+	'case r == nil && catalog\.NotNormal\(c\.URI\) != "":' \
+	'case false:' \
+	-- ./internal/gateway 'TestCheckContentsSpelling'
+
+mutate gw-uri-normal-authority "an upper-case authority, or a file URI naming a host, is normal" \
+	internal/gateway/catalog/resource.go \
+	'return NotNormalAuthority' \
+	'_ = NotNormalAuthority' \
+	-- ./internal/gateway/catalog 'TestNotNormal'
+
+mutate gw-policy-server-case "a resource pattern whose server half is not lower case compiles, and matches nothing" \
+	internal/gateway/policy/policy.go \
+	'if strings\.ToLower\(server\) != server \{' \
+	'if false {' \
+	-- ./internal/gateway/policy 'TestDecideResources'
 
 mutate gw-sub-unsubscribe "resources/unsubscribe leaves the subscription in place" \
 	internal/gateway/subscribe.go \

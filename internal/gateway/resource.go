@@ -122,6 +122,44 @@ func (g *Gateway) ReadResource(ctx context.Context, c ResourceRead) ([]mcp.Resou
 	return contents, err
 }
 
+// decideRead decides p's read of uri at server. A URI of the caller's
+// (or a downstream's) own spelling, not an exact admitted one, is also
+// decided as a server that reads only its path would read it: without
+// its query and fragment, and without a trailing '/'. A rule that
+// refuses such a reading refuses the read, so that "salaries.md?v=1" or
+// "salaries.md/" is not read under a broader rule than the one written
+// for "salaries.md"; a reading no rule names does not (a directory
+// "docs/" is not refused because no rule names "docs"). The first
+// refusal is returned, else the decision on the URI itself.
+func (g *Gateway) decideRead(p auth.Principal, server, uri string, spelled bool) policy.Decision {
+	decide := func(u string) policy.Decision {
+		// A read has no arguments for a condition to judge but its URI.
+		return g.policy.Decide(p.Policy(), policy.Call{Kind: policy.KindResource, Qualified: server + ":" + u, Server: server, Name: u,
+			Args: map[string]any{"uri": u}})
+	}
+	d := decide(uri)
+	if !d.Allow || !spelled {
+		return d
+	}
+	bare := uri
+	if i := strings.IndexAny(bare, "?#"); i >= 0 {
+		bare = bare[:i]
+	}
+	readings := []string{bare}
+	if trimmed := strings.TrimRight(bare, "/"); trimmed != bare && !strings.HasSuffix(trimmed, ":") && !strings.HasSuffix(trimmed, ":/") {
+		readings = append(readings, trimmed)
+	}
+	for _, u := range readings {
+		if u == uri {
+			continue
+		}
+		if o := decide(u); !o.Allow && o.Reason != policy.ReasonNoRule {
+			return o
+		}
+	}
+	return d
+}
+
 // routeRead finds the server that serves a read of uri (an admitted
 // resource of exactly that URI, else the first matching template) and
 // decides the caller's read of it, on <server>:<uri>. ev gets the route
@@ -151,9 +189,7 @@ func (g *Gateway) routeRead(p auth.Principal, uri string, ev *audit.Event) (stri
 		return "", resourceNotFound(uri)
 	}
 	ev.Server = server
-	// A read has no arguments for a condition to judge but its URI.
-	d := g.policy.Decide(p.Policy(), policy.Call{Kind: policy.KindResource, Qualified: server + ":" + uri, Server: server, Name: uri,
-		Args: map[string]any{"uri": uri}})
+	d := g.decideRead(p, server, uri, r == nil)
 	ev.Rule = d.Rule
 	g.metrics.Decision(d.Rule, d.Allow)
 	if !d.Allow {
@@ -229,9 +265,12 @@ func (g *Gateway) checkContents(p auth.Principal, server, uri string, contents [
 		switch {
 		case r != nil && r.Server != server, r == nil && t != nil && t.Server != server:
 			return fmt.Errorf("contents[%d] is labelled with a URI another server serves", i)
+		case r == nil && catalog.NotNormal(c.URI) != "":
+			// Another spelling of a URI would be judged, and routed, as
+			// another resource.
+			return fmt.Errorf("contents[%d] is labelled with a URI not in normal form: %s", i, catalog.NotNormal(c.URI))
 		}
-		d := g.policy.Decide(p.Policy(), policy.Call{Kind: policy.KindResource, Qualified: server + ":" + c.URI, Server: server, Name: c.URI,
-			Args: map[string]any{"uri": c.URI}})
+		d := g.decideRead(p, server, c.URI, r == nil)
 		if !d.Allow {
 			return fmt.Errorf("contents[%d] is labelled with a URI the caller may not read (rule %q, %s)", i, d.Rule, d.Reason)
 		}

@@ -13,7 +13,11 @@ func TestNotNormal(t *testing.T) {
 		{"file:///srv/docs/private/salaries.md", ""},
 		{"file:///srv/docs/", ""},
 		{"file:///", ""},
-		{"file://host/a/b", ""},
+		{"file://host/a/b", NotNormalAuthority},
+		{"file://localhost/srv/docs/private/salaries.md", NotNormalAuthority},
+		{"file://LOCALHOST/srv/docs/private/salaries.md", NotNormalAuthority},
+		{"db://Prod/users", NotNormalAuthority},
+		{"db://prod/users", ""},
 		{"users://42/profile", ""},
 		{"users:42/profile", ""},
 		{"urn:isbn:0451450523", ""},
@@ -86,7 +90,7 @@ func FuzzNotNormal(f *testing.F) {
 		if why != "" {
 			switch why {
 			case NotNormalScheme, NotNormalSpace, NotNormalPercent, NotNormalHexCase, NotNormalUnreserved,
-				NotNormalEncoded, NotNormalBackslash, NotNormalDotSegment, NotNormalEmptySegment, NotNormalNonASCII:
+				NotNormalEncoded, NotNormalBackslash, NotNormalDotSegment, NotNormalEmptySegment, NotNormalNonASCII, NotNormalAuthority:
 			default:
 				t.Fatalf("NotNormal(%q) = %q, not one of the reasons", uri, why)
 			}

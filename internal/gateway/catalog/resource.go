@@ -387,6 +387,7 @@ const (
 	NotNormalDotSegment   = "the URI holds a '.' or '..' segment"
 	NotNormalNonASCII     = "the URI holds a character outside ASCII (percent-encode its UTF-8)"
 	NotNormalEmptySegment = "the path holds an empty segment ('//')"
+	NotNormalAuthority    = "the authority holds an upper-case letter, or a file URI names a host (write file:///path)"
 )
 
 // NotNormal says which rule of normal form uri breaks, "" when it breaks
@@ -442,10 +443,16 @@ func NotNormal(uri string) string {
 	}
 	if strings.HasPrefix(path, "//") {
 		// The authority runs to the next '/'; the path is what follows.
+		authority := path[2:]
 		if slash := strings.IndexByte(path[2:], '/'); slash >= 0 {
-			path = path[2+slash:]
+			authority, path = path[2:2+slash], path[2+slash:]
 		} else {
 			path = ""
+		}
+		// A host is named without case, and file://localhost/p (or any
+		// host a server ignores) is the file /p: one spelling only.
+		if strings.ToLower(authority) != authority || scheme == "file" && authority != "" {
+			return NotNormalAuthority
 		}
 	}
 	segs := strings.Split(path, "/")

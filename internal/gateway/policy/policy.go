@@ -180,6 +180,12 @@ func Compile(rules []Rule) (*Policy, error) {
 			if t == "" || strings.TrimSpace(t) != t || !ok || server == "" || uri == "" {
 				return nil, fmt.Errorf("policy: %s: a resource pattern must be <server pattern>:<URI pattern>, without surrounding space", name)
 			}
+			if strings.ToLower(server) != server {
+				// Server names are lower case: a pattern that is not could
+				// never match, and a carve-out that matches nothing lets
+				// the broader rule after it decide.
+				return nil, fmt.Errorf("policy: %s: the server half of a resource pattern must be in lower case, as server names are", name)
+			}
 			c.resource = append(c.resource, resourcePattern{server: server, uri: uri})
 		}
 		for _, role := range r.Roles {

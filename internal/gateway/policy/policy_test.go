@@ -205,4 +205,9 @@ func TestDecideResources(t *testing.T) {
 	if _, err := Compile([]Rule{{ID: "x", Resources: []string{"nocolon"}, Roles: []string{"*"}}}); err == nil {
 		t.Error("a resource pattern without a server was accepted")
 	}
+	// A carve-out whose server half is not lower case would match no
+	// server, and the broader rule after it would decide.
+	if _, err := Compile([]Rule{{ID: "x", Resources: []string{"Docs:file:///srv/docs/private/*"}, Roles: []string{"admin"}}}); err == nil {
+		t.Error("a resource pattern whose server half is not in lower case was accepted")
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -215,10 +216,20 @@ type relay struct {
 	ch   chan func()
 	stop chan struct{}
 	done chan struct{}
+	// over is set when the call has returned: nothing queued runs after,
+	// and what is skipped is counted in dropped.
+	over    atomic.Bool
+	dropped *atomic.Int64
 }
 
-func startRelay() *relay {
-	r := &relay{ch: make(chan func(), relayQueueLen), stop: make(chan struct{}), done: make(chan struct{})}
+// relayDrain bounds how long a call that was answered waits for its
+// caller to take what is queued: a caller that stops reading must not
+// hold the call, and its in-flight slot at the downstream, until the
+// call's deadline.
+const relayDrain = 500 * time.Millisecond
+
+func startRelay(dropped *atomic.Int64) *relay {
+	r := &relay{ch: make(chan func(), relayQueueLen), stop: make(chan struct{}), done: make(chan struct{}), dropped: dropped}
 	go r.run()
 	return r
 }
@@ -228,18 +239,27 @@ func (r *relay) run() {
 	for {
 		select {
 		case f := <-r.ch:
-			f()
+			r.run1(f)
 		case <-r.stop:
 			for { // what came before the call ended goes first
 				select {
 				case f := <-r.ch:
-					f()
+					r.run1(f)
 				default:
 					return
 				}
 			}
 		}
 	}
+}
+
+// run1 runs f, unless the call has returned.
+func (r *relay) run1(f func()) {
+	if r.over.Load() {
+		r.dropped.Add(1)
+		return
+	}
+	f()
 }
 
 // post queues f without waiting; false when the queue is full.
@@ -253,13 +273,20 @@ func (r *relay) post(f func()) bool {
 }
 
 // finish hands the caller what is queued, so that it precedes the call's
-// answer, and ends the goroutine; it waits at most until ctx ends.
+// answer, and ends the goroutine. It waits at most until ctx ends or
+// relayDrain has passed; what is still queued then is dropped, and
+// nothing reaches the caller after finish returns but a callback already
+// running.
 func (r *relay) finish(ctx context.Context) {
 	close(r.stop)
+	t := time.NewTimer(relayDrain)
+	defer t.Stop()
 	select {
 	case <-r.done:
 	case <-ctx.Done():
+	case <-t.C:
 	}
+	r.over.Store(true)
 }
 
 // toCaller queues f for p's caller, counting and logging what is dropped.
@@ -420,7 +447,7 @@ func (c *Client) roundTrip(ctx context.Context, method string, params []byte, me
 	p := &pendingCall{done: make(chan reply, 1), progress: opts.Progress, token: opts.ProgressToken,
 		method: method, ctx: ctx, requests: opts.Requests, messages: opts.Messages}
 	if opts.Progress != nil || opts.Messages != nil {
-		p.relay = startRelay()
+		p.relay = startRelay(&c.stats.Dropped)
 		defer p.relay.finish(ctx)
 	}
 	c.pending[id] = p
