@@ -96,7 +96,9 @@ func TestSubscribeWhileTheFirstFails(t *testing.T) {
 	p := auth.Principal{Subject: "bob", Issuer: auth.IssuerStatic}
 	first := make(chan error, 1)
 	go func() { first <- subscribe(t, g, p, "s1", "slowfail://doc", time.Time{}) }()
-	deadline := time.Now().Add(5 * time.Second)
+	// Generous: it costs nothing once the subscribe arrives, and a child
+	// started under -race on a loaded machine can be slow to.
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		b, _ := os.ReadFile(log)
 		if strings.Contains(string(b), `"resources/subscribe"`) {

@@ -244,11 +244,23 @@ func TestHTTPCallStreamRequestAttributed(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	if !eventually(cond) {
+		t.Fatal("timed out")
+	}
+}
+
+// eventually polls cond until it holds, for at most 30 s. The bound is
+// generous because it costs nothing when cond comes true: a child process
+// started under -race on a loaded two-core machine can take seconds to
+// answer. Only waits for something to happen use it, never checks that
+// something does not.
+func eventually(cond func() bool) bool {
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("timed out")
+			return false
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	return true
 }

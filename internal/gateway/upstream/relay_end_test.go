@@ -53,10 +53,7 @@ func TestNoProgressAfterCallReturned(t *testing.T) {
 		t.Fatal("roundTrip did not return when its context ended")
 	}
 	close(gate)
-	deadline := time.Now().Add(5 * time.Second)
-	for stats.Dropped.Load() < 4 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(func() bool { return stats.Dropped.Load() >= 4 })
 	if n := late.Load(); n > 0 {
 		t.Errorf("%d progress callbacks ran after the call had returned", n)
 	}

@@ -83,10 +83,7 @@ func TestRelayedAnswerCompact(t *testing.T) {
 		}()
 		<-tr.requests
 		c.deliver([]byte(`{"jsonrpc":"2.0","id":"s","method":"sampling/createMessage","params":{"messages":[],"maxTokens":1}}`))
-		deadline := time.Now().Add(5 * time.Second)
-		for len(tr.sent()) == 0 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		eventually(func() bool { return len(tr.sent()) > 0 })
 		sent := tr.sent()
 		if len(sent) != 1 {
 			t.Fatalf("sent %d answers", len(sent))

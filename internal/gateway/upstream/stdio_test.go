@@ -234,10 +234,7 @@ func TestMisbehavingLines(t *testing.T) {
 		}
 	}
 	// The duplicate may still be on its way.
-	deadline := time.Now().Add(5 * time.Second)
-	for f.Stats().Unexpected.Load() < 2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(func() bool { return f.Stats().Unexpected.Load() >= 2 })
 	st := f.Stats()
 	if st.Garbage.Load() < 2 || st.Oversized.Load() != 1 || st.Unexpected.Load() != 2 {
 		t.Errorf("garbage %d oversized %d unexpected %d; want >=2, 1, 2", st.Garbage.Load(), st.Oversized.Load(), st.Unexpected.Load())
@@ -284,23 +281,16 @@ func TestCancellationReachesDownstream(t *testing.T) {
 		_, err := f.Call(ctx, "tools/call", []byte(`{"name":"hang","arguments":{}}`), CallOptions{})
 		done <- err
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(f.received(t), `"name":"hang"`) {
-		if time.Now().After(deadline) {
-			t.Fatal("the call never reached the fixture")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !eventually(func() bool { return strings.Contains(f.received(t), `"name":"hang"`) }) {
+		t.Fatal("the call never reached the fixture")
 	}
 	stop := errors.New("the caller went away")
 	cancel(stop)
 	if err := <-done; !errors.Is(err, stop) {
 		t.Fatalf("Call = %v, want the cancel cause", err)
 	}
-	for !strings.Contains(f.received(t), `{"fixture":"cancelled"`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the fixture saw no cancellation:\n%s", f.received(t))
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !eventually(func() bool { return strings.Contains(f.received(t), `{"fixture":"cancelled"`) }) {
+		t.Fatalf("the fixture saw no cancellation:\n%s", f.received(t))
 	}
 	var id int
 	for _, line := range strings.Split(f.received(t), "\n") {
@@ -395,12 +385,8 @@ func TestNotificationsRelayed(t *testing.T) {
 // server's name, at most a burst of lines per window.
 func TestStderrBounded(t *testing.T) {
 	f := startFixture(t, map[string]string{"FIXTURE_STDERR": "150"})
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(f.logs.String(), "fixture stderr line 99") {
-		if time.Now().After(deadline) {
-			t.Fatalf("log:\n%s", f.logs.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !eventually(func() bool { return strings.Contains(f.logs.String(), "fixture stderr line 99") }) {
+		t.Fatalf("log:\n%s", f.logs.String())
 	}
 	logs := f.logs.String()
 	if strings.Contains(logs, "fixture stderr line 100") {
