@@ -782,6 +782,12 @@ mutate gw-setlevel-audit "an applied logging/setLevel leaves no audit event" \
 	'\tlevel := c.Level' \
 	-- ./internal/gateway/ 'TestSetLogLevel'
 
+mutate gw-audit-forwarded-code "a forwarded call that failed downstream is audited as answered with a result" \
+	internal/gateway/invoke.go \
+	'\t\tev\.Code = gwErr\.Code\n\tcase errors\.As\(err, &argErr\)' \
+	'\tcase errors.As(err, &argErr)' \
+	-- ./e2e 'TestGatewayDownstreamUnavailableWithAuth'
+
 mutate gw-sub-per-principal "one principal's sessions may fill the whole subscription table" \
 	internal/gateway/subscribe.go \
 	' \|\| s\.byPrincipal\[pk\] >= maxSubscriptionsPerPrincipal' \

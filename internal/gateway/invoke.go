@@ -143,9 +143,17 @@ func (g *Gateway) Invoke(ctx context.Context, c Call) (res *Result, err error) {
 	}
 	var downstream time.Duration
 	res, err = g.invoke(ctx, c, t, &downstream, &ev.Headers)
+	g.recordForwarded(ev, downstream, err)
+	return res, err
+}
+
+// recordForwarded audits a request the policy allowed and the gateway
+// forwarded: how long the downstream took (when it was asked at all) and
+// the JSON-RPC code the caller is answered with, 0 for a result.
+func (g *Gateway) recordForwarded(ev audit.Event, took time.Duration, err error) {
 	ev.Outcome = audit.Allow
-	if downstream > 0 {
-		ms := float64(downstream.Microseconds()) / 1000
+	if took > 0 {
+		ms := float64(took.Microseconds()) / 1000
 		ev.DownstreamMS = &ms
 	}
 	var gwErr *Error
@@ -157,7 +165,6 @@ func (g *Gateway) Invoke(ctx context.Context, c Call) (res *Result, err error) {
 		ev.Code = jsonrpc.CodeInvalidParams
 	}
 	g.audit.Record(ev)
-	return res, err
 }
 
 // decide applies the policy to c: by principal and tool first, and when

@@ -127,16 +127,7 @@ func (g *Gateway) GetPrompt(ctx context.Context, c PromptGet) (*PromptResult, er
 		return nil, invalidPromptArguments(detail)
 	}
 	res, took, err := g.getPrompt(ctx, c, p, args)
-	ev.Outcome = audit.Allow
-	if took > 0 {
-		ms := float64(took.Microseconds()) / 1000
-		ev.DownstreamMS = &ms
-	}
-	var gwErr *Error
-	if errors.As(err, &gwErr) {
-		ev.Code = gwErr.Code
-	}
-	g.audit.Record(ev)
+	g.recordForwarded(ev, took, err)
 	return res, err
 }
 

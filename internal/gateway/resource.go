@@ -109,16 +109,7 @@ func (g *Gateway) ReadResource(ctx context.Context, c ResourceRead) ([]mcp.Resou
 		return nil, err
 	}
 	contents, took, err := g.readResource(ctx, c, server)
-	ev.Outcome = audit.Allow
-	if took > 0 {
-		ms := float64(took.Microseconds()) / 1000
-		ev.DownstreamMS = &ms
-	}
-	var gwErr *Error
-	if errors.As(err, &gwErr) {
-		ev.Code = gwErr.Code
-	}
-	g.audit.Record(ev)
+	g.recordForwarded(ev, took, err)
 	return contents, err
 }
 
