@@ -41,31 +41,13 @@ func (ss *Session) startCall(r replier, m *jsonrpc.Message, version string) {
 		r.send(msg)
 		return
 	}
-	refuse := func(outcome string, e *jsonrpc.Error) {
+	ctx, c, outcome, refusal := ss.admit(m)
+	switch {
+	case refusal != nil:
 		ss.logCall(name, m.ID, outcome, start)
-		r.sendError(e)
-	}
-	if ss.subscribed(m.ID) {
-		refuse("duplicate_id", jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
-			"Invalid request: a request with this id is already in flight"))
+		r.sendError(refusal)
 		return
-	}
-	ss.mu.Lock()
-	if ss.draining {
-		// Read just before the drain began: answered, never started.
-		ss.mu.Unlock()
-		refuse("shutdown", jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError,
-			"Internal error: the server is shutting down"))
-		return
-	}
-	if _, dup := ss.inflight[m.ID]; dup {
-		ss.mu.Unlock()
-		refuse("duplicate_id", jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
-			"Invalid request: a request with this id is already in flight"))
-		return
-	}
-	if len(ss.inflight) >= ss.srv.opts.MaxPending {
-		ss.mu.Unlock()
+	case c == nil:
 		pr := problem.New(problem.ConcurrencyLimit, fmt.Sprintf(
 			"%d tool calls are already running or waiting for one of the %d slots; retry later",
 			ss.srv.opts.MaxPending, ss.srv.opts.MaxConcurrency))
@@ -73,16 +55,44 @@ func (ss *Session) startCall(r replier, m *jsonrpc.Message, version string) {
 		r.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.AppendCallProblem(nil, version, pr)))
 		return
 	}
-	ctx, cancel := context.WithCancelCause(ss.taskCtx)
 	if token != nil {
 		ctx = tool.WithProgress(ctx, &tool.Progress{Token: token, Send: ss.sendProgress})
 	}
-	c := &call{cancel: cancel}
-	ss.inflight[m.ID] = c
-	ss.tasks.Add(1)
-	ss.mu.Unlock()
 	place := ss.srv.limiter.Reserve()
 	ss.workers.run(func() { ss.runCall(ctx, c, r, m, version, t, args, place) })
+}
+
+// admit registers request m as a task of the session, with its context
+// and its entry in inflight. It is refused, with the error to answer and
+// the outcome to log, while the session drains or when m's id is taken by
+// a request in flight or an open subscription; over MaxPending it returns
+// no task and no refusal, and the caller answers as its method does.
+func (ss *Session) admit(m *jsonrpc.Message) (ctx context.Context, c *call, outcome string, refusal *jsonrpc.Error) {
+	duplicate := func() (context.Context, *call, string, *jsonrpc.Error) {
+		return nil, nil, "duplicate_id", jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
+			"Invalid request: a request with this id is already in flight")
+	}
+	if ss.subscribed(m.ID) {
+		return duplicate()
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.draining {
+		// Read just before the drain began: answered, never started.
+		return nil, nil, "shutdown", jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError,
+			"Internal error: the server is shutting down")
+	}
+	if _, dup := ss.inflight[m.ID]; dup {
+		return duplicate()
+	}
+	if len(ss.inflight) >= ss.srv.opts.MaxPending {
+		return nil, nil, "", nil
+	}
+	ctx, cancel := context.WithCancelCause(ss.taskCtx)
+	c = &call{cancel: cancel}
+	ss.inflight[m.ID] = c
+	ss.tasks.Add(1)
+	return ctx, c, "", nil
 }
 
 // judgeCall decodes a tools/call and checks what can be checked without
@@ -243,7 +253,12 @@ func (ss *Session) runCall(ctx context.Context, c *call, r replier, m *jsonrpc.M
 		}()
 		out = ss.call(ctx, m, version, t, args, place)
 	}()
+	ss.finish(c, r, m, out)
+}
 
+// finish sends the answer out of the task of request m, and takes the
+// task out of inflight.
+func (ss *Session) finish(c *call, r replier, m *jsonrpc.Message, out []byte) {
 	ss.mu.Lock()
 	cancelled := c.peerCancelled
 	if r.m == nil {
@@ -251,12 +266,12 @@ func (ss *Session) runCall(ctx context.Context, c *call, r replier, m *jsonrpc.M
 	}
 	ss.mu.Unlock()
 	if cancelled {
-		// A cancelled request gets no response, whatever the tool did.
+		// A cancelled request gets no response, whatever the task did.
 		out = nil
 	}
 	if r.m != nil {
 		// A batch member's answer waits for its batch. Until the
-		// batch is written the call keeps its place in inflight: it
+		// batch is written the task keeps its place in inflight: it
 		// counts against the pending cap (so answers held for a slow
 		// member are bounded too), its id stays taken, and a
 		// cancellation can still withdraw it.

@@ -184,7 +184,7 @@ func (ss *Session) handleLegacy(r replier, m *jsonrpc.Message) {
 	case methodToolsCall:
 		ss.startCall(r, m, ss.version)
 	default:
-		ss.methodNotFound(r, m)
+		ss.relayOrNotFound(r, m, ss.version)
 	}
 }
 
@@ -223,8 +223,18 @@ func (ss *Session) dispatchModern(r replier, m *jsonrpc.Message, version string)
 		ss.listen(r, m)
 	default:
 		// ping and the handshake do not exist in the stateless era.
-		ss.methodNotFound(r, m)
+		ss.relayOrNotFound(r, m, version)
 	}
+}
+
+// relayOrNotFound starts a request the Relay serves and offers, and
+// answers any other method -32601.
+func (ss *Session) relayOrNotFound(r replier, m *jsonrpc.Message, version string) {
+	if relayed, offered := ss.relayed(m.Method); relayed && offered {
+		ss.startRelay(r, m, version)
+		return
+	}
+	ss.methodNotFound(r, m)
 }
 
 func (ss *Session) methodNotFound(r replier, m *jsonrpc.Message) {

@@ -18,10 +18,13 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcp-bastion/bastion/internal/guard"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
@@ -68,6 +71,38 @@ type Catalog interface {
 	Watch() (changes <-chan struct{}, stop func())
 }
 
+// Relay answers the requests a relaying server serves besides its tools:
+// a gateway's prompts, resources and completion. The session runs each as
+// a task of its own, as it runs a tools/call: off the read loop, answered
+// in any order, cancellable by the client, counted against MaxPending and
+// ended by the drain. It never holds a tool-call slot.
+type Relay interface {
+	// Offered is what the server declares besides tools, at this moment
+	// (initialize and server/discover render it each time). A request of
+	// a feature not offered when it arrives is answered -32601.
+	Offered() mcp.Offered
+	// Serve answers one request of method (one of [RelayedMethods]) for
+	// the negotiated version: the result object, or the error to answer
+	// with (the session sets its id). Nil and nil means ctx ended first;
+	// the session then answers as for a cancelled or drained call.
+	Serve(ctx context.Context, version, method string, params jsontext.Value) ([]byte, *jsonrpc.Error)
+	// Watch signals changes of the prompt and resource lists the client
+	// can see, each naming the lists that changed (Prompts, Resources),
+	// and returns a func that stops it.
+	Watch() (changes <-chan mcp.Listen, stop func())
+}
+
+// RelayedMethods are the request methods a [Relay] serves, by the
+// feature of [mcp.Offered] each belongs to.
+var RelayedMethods = map[string]func(mcp.Offered) bool{
+	"prompts/list":             func(o mcp.Offered) bool { return o.Prompts },
+	"prompts/get":              func(o mcp.Offered) bool { return o.Prompts },
+	"resources/list":           func(o mcp.Offered) bool { return o.Resources },
+	"resources/templates/list": func(o mcp.Offered) bool { return o.Resources },
+	"resources/read":           func(o mcp.Offered) bool { return o.Resources },
+	"completion/complete":      func(o mcp.Offered) bool { return o.Completions },
+}
+
 // Options configure a Server. Zero durations and counts take the defaults.
 type Options struct {
 	// Tools are the tools offered, a fixed set. Either Tools or Catalog
@@ -75,6 +110,9 @@ type Options struct {
 	Tools *tool.Registry
 	// Catalog is a changing set of tools; it replaces Tools.
 	Catalog Catalog
+	// Relay, if set, serves prompts, resources and completion beside the
+	// tools, and declares them.
+	Relay Relay
 	// Info identifies the server to clients.
 	Info mcp.Implementation
 	// Instructions, if set, are offered to clients as model guidance.
@@ -176,6 +214,9 @@ func NewServer(opts Options) (*Server, error) {
 		}
 	} else {
 		encOpts = append(encOpts, mcp.ToolsListChanged())
+	}
+	if opts.Relay != nil {
+		encOpts = append(encOpts, mcp.OfferedBy(opts.Relay.Offered))
 	}
 	enc, err := mcp.NewEncoder(opts.Info, opts.Instructions, descs, encOpts...)
 	if err != nil {

@@ -72,10 +72,10 @@ type Session struct {
 	listChanged atomic.Bool
 
 	// subMu guards subs, the open 2026-07-28 subscriptions/listen
-	// requests that asked for tool list changes. It is held while their
-	// messages are written, so that none follows the answer ending one.
+	// requests. It is held while their messages are written, so that
+	// none follows the answer ending one.
 	subMu sync.Mutex
-	subs  map[jsonrpc.ID]bool // → whether it hears of tool list changes
+	subs  map[jsonrpc.ID]mcp.Listen // → the list changes it hears of
 
 	mu       sync.Mutex
 	inflight map[jsonrpc.ID]*call
@@ -138,6 +138,10 @@ func (ss *Session) Run(ctx context.Context) error {
 	go func() { readDone <- ss.readLoop() }()
 	if c := ss.srv.opts.Catalog; c != nil {
 		stopWatch := ss.watchCatalog(c)
+		defer stopWatch()
+	}
+	if rl := ss.srv.opts.Relay; rl != nil {
+		stopWatch := ss.watchRelay(rl)
 		defer stopWatch()
 	}
 
@@ -227,16 +231,7 @@ func (ss *Session) watchCatalog(c Catalog) func() {
 		for {
 			select {
 			case <-changes:
-				if ss.listChanged.Load() && !ss.stopping.Load() {
-					ss.send([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
-				}
-				ss.subMu.Lock()
-				for id, tools := range ss.subs {
-					if tools && !ss.stopping.Load() {
-						ss.send(mcp.SubscriptionToolsChanged(id))
-					}
-				}
-				ss.subMu.Unlock()
+				ss.announce(mcp.Listen{Tools: true})
 			case <-quit:
 				return
 			}

@@ -13,10 +13,11 @@ const maxSubscriptions = 16
 
 // listen serves a 2026-07-28 subscriptions/listen: the stream is
 // acknowledged at once, hears notifications/tools/list_changed tagged
-// with the request's id after each change of the catalog, and the
-// request is answered only when the session ends (or never, once the
-// client cancels it). A server with a fixed set of tools announces no
-// change, and has no such method.
+// with the request's id after each change of the catalog (and the prompt
+// and resource list changes it asked for, when a Relay offers those
+// lists), and the request is answered only when the session ends (or
+// never, once the client cancels it). A server with a fixed set of tools
+// announces no change, and has no such method.
 func (ss *Session) listen(r replier, m *jsonrpc.Message) {
 	if ss.srv.opts.Catalog == nil {
 		ss.methodNotFound(r, m)
@@ -40,19 +41,25 @@ func (ss *Session) listen(r replier, m *jsonrpc.Message) {
 		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest, "Invalid request: too many open subscriptions"))
 		return
 	}
-	// Only the tool list is announced by this server.
-	tools := want.Tools
-	ss.send(mcp.SubscriptionAcknowledged(m.ID, mcp.Listen{Tools: tools}))
-	if !tools {
+	// The lists this server announces; never resource updates.
+	heard := mcp.Listen{Tools: want.Tools}
+	if rl := ss.srv.opts.Relay; rl != nil {
+		off := rl.Offered()
+		heard.Prompts = want.Prompts && off.Prompts
+		heard.Resources = want.Resources && off.Resources
+	}
+	ss.send(mcp.SubscriptionAcknowledged(m.ID, heard))
+	if heard == (mcp.Listen{}) {
 		// Nothing will ever be sent on it: it stays pending, and is
 		// answered when the session ends.
 		ss.log.Debug("subscription with nothing to hear")
 	}
 	if ss.subs == nil {
-		ss.subs = map[jsonrpc.ID]bool{}
+		ss.subs = map[jsonrpc.ID]mcp.Listen{}
 	}
-	ss.subs[m.ID] = tools
-	ss.log.Debug("subscription opened", slog.Bool("tools_list_changed", tools))
+	ss.subs[m.ID] = heard
+	ss.log.Debug("subscription opened", slog.Bool("tools_list_changed", heard.Tools),
+		slog.Bool("prompts_list_changed", heard.Prompts), slog.Bool("resources_list_changed", heard.Resources))
 }
 
 // unsubscribe forgets subscription id (the client cancelled it) and

@@ -1,0 +1,125 @@
+package session
+
+import (
+	"context"
+	"log/slog"
+	"runtime/debug"
+
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/mcp"
+)
+
+// relayed reports whether method is served by the Relay, and then whether
+// the Relay offers it now.
+func (ss *Session) relayed(method string) (relayed, offered bool) {
+	feature, ok := RelayedMethods[method]
+	if !ok {
+		return false, false
+	}
+	rl := ss.srv.opts.Relay
+	return true, rl != nil && feature(rl.Offered())
+}
+
+// startRelay starts the task of a request the Relay serves. It runs on
+// the read loop; params are the Relay's to judge, so every request of the
+// method gets its task (or a capacity refusal), in arrival order.
+func (ss *Session) startRelay(r replier, m *jsonrpc.Message, version string) {
+	ctx, c, outcome, refusal := ss.admit(m)
+	switch {
+	case refusal != nil:
+		ss.log.Debug("relayed request refused", slog.String("method", m.Method), slog.String("outcome", outcome))
+		r.sendError(refusal)
+		return
+	case c == nil:
+		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError,
+			"Internal error: too many requests are in flight; retry later"))
+		return
+	}
+	ss.workers.run(func() { ss.runRelay(ctx, c, r, m, version) })
+}
+
+// runRelay is the task of one relayed request.
+func (ss *Session) runRelay(ctx context.Context, c *call, r replier, m *jsonrpc.Message, version string) {
+	defer ss.tasks.Done()
+	defer c.cancel(nil)
+	var out []byte
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				ref := newRef()
+				ss.log.Error("panic in a relayed request", slog.String("method", m.Method), slog.String("ref", ref),
+					slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+				out = jsonrpc.AppendError(nil, internalError(m.ID, ref))
+			}
+		}()
+		res, e := ss.srv.opts.Relay.Serve(ctx, version, m.Method, m.Params)
+		switch {
+		case e != nil:
+			answer := *e
+			answer.ID = m.ID
+			out = jsonrpc.AppendError(nil, &answer)
+		case res != nil:
+			out = ss.result(m.ID, res)
+		case context.Cause(ctx) == ErrPeerCancelled:
+			// No answer, as for a cancelled tools/call.
+		default:
+			out = jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError,
+				"Internal error: the server is shutting down"))
+		}
+	}()
+	ss.finish(c, r, m, out)
+}
+
+// watchRelay sends notifications/prompts/list_changed and
+// notifications/resources/list_changed after each change the Relay
+// reports, to a client that may hear it, and on the open subscriptions
+// that asked for it. It returns a func that stops the watcher and waits
+// for it.
+func (ss *Session) watchRelay(rl Relay) func() {
+	changes, stop := rl.Watch()
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case ch := <-changes:
+				ss.announce(ch)
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+		stop()
+	}
+}
+
+// announce tells the client which lists changed: a legacy session by
+// notification, each open subscription that asked for a list on it.
+func (ss *Session) announce(ch mcp.Listen) {
+	lists := []struct {
+		changed func(mcp.Listen) bool
+		method  string
+	}{
+		{func(l mcp.Listen) bool { return l.Tools }, "notifications/tools/list_changed"},
+		{func(l mcp.Listen) bool { return l.Prompts }, "notifications/prompts/list_changed"},
+		{func(l mcp.Listen) bool { return l.Resources }, "notifications/resources/list_changed"},
+	}
+	for _, list := range lists {
+		if !list.changed(ch) {
+			continue
+		}
+		if ss.listChanged.Load() && !ss.stopping.Load() {
+			ss.send([]byte(`{"jsonrpc":"2.0","method":"` + list.method + `"}`))
+		}
+		ss.subMu.Lock()
+		for id, heard := range ss.subs {
+			if list.changed(heard) && !ss.stopping.Load() {
+				ss.send(mcp.SubscriptionListChanged(id, list.method))
+			}
+		}
+		ss.subMu.Unlock()
+	}
+}

@@ -1,0 +1,159 @@
+package session_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/mcp"
+	"github.com/mcp-bastion/bastion/internal/session"
+)
+
+// fakeRelay serves prompts and resources as the test sets them up:
+// prompts/get of a prompt named "hang" waits for its context, "bad" is
+// refused with -32602, anything else is answered.
+type fakeRelay struct {
+	mu      sync.Mutex
+	offered mcp.Offered
+	started chan string
+	changes chan mcp.Listen
+}
+
+func newFakeRelay(off mcp.Offered) *fakeRelay {
+	return &fakeRelay{offered: off, started: make(chan string, 16), changes: make(chan mcp.Listen, 4)}
+}
+
+func (f *fakeRelay) Offered() mcp.Offered {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.offered
+}
+
+func (f *fakeRelay) Serve(ctx context.Context, version, method string, params jsontext.Value) ([]byte, *jsonrpc.Error) {
+	f.started <- method
+	switch {
+	case strings.Contains(string(params), `"hang"`):
+		<-ctx.Done()
+		return nil, nil
+	case strings.Contains(string(params), `"bad"`):
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: bad"}
+	}
+	return []byte(`{"served":"` + method + `","version":"` + version + `"}`), nil
+}
+
+func (f *fakeRelay) Watch() (<-chan mcp.Listen, func()) { return f.changes, func() {} }
+
+// TestRelayServed: a Relay's methods are declared as it offers them,
+// answered with the request's id, and refused -32601 when not offered;
+// an error it returns is answered under the request's id.
+func TestRelayServed(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rl := newFakeRelay(mcp.Offered{Prompts: true, Completions: true})
+	h := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: newTools(t, nil)}, Relay: rl})
+	stop := time.AfterFunc(30*time.Second, func() { h.in.Close(); cancel() })
+	defer stop.Stop()
+
+	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	caps := mustString(t, h.recv())
+	if !strings.Contains(caps, `"prompts":{"listChanged":true}`) || !strings.Contains(caps, `"completions":{}`) || strings.Contains(caps, `"resources"`) {
+		t.Fatalf("capabilities do not follow what the relay offers: %s", caps)
+	}
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"prompts/list"}`)
+	if m := mustString(t, h.recv()); !strings.Contains(m, `"id":1`) || !strings.Contains(m, `"served":"prompts/list","version":"2025-11-25"`) {
+		t.Fatalf("prompts/list: %s", m)
+	}
+	h.send(`{"jsonrpc":"2.0","id":"r","method":"resources/read","params":{"uri":"a://b"}}`)
+	if m := mustString(t, h.recv()); !strings.Contains(m, `"id":"r"`) || !strings.Contains(m, "-32601") {
+		t.Fatalf("a method of a feature not offered: %s", m)
+	}
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"bad"}}`)
+	if m := mustString(t, h.recv()); !strings.Contains(m, `"id":2`) || !strings.Contains(m, "-32602") {
+		t.Fatalf("the relay's error: %s", m)
+	}
+	h.send(`{"jsonrpc":"2.0","id":3,"method":"completion/complete","params":{}}`)
+	if m := mustString(t, h.recv()); !strings.Contains(m, `"served":"completion/complete"`) {
+		t.Fatalf("completion/complete: %s", m)
+	}
+	// The 2026-07-28 era reaches it too, with its own version.
+	h2 := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: newTools(t, nil)}, Relay: rl})
+	h2.send(`{"jsonrpc":"2.0","id":1,"method":"prompts/list","params":{` + modernMeta + `}}`)
+	if m := mustString(t, h2.recv()); !strings.Contains(m, `"served":"prompts/list","version":"2026-07-28"`) {
+		t.Fatalf("a stateless prompts/list: %s", m)
+	}
+}
+
+// TestRelayIsATask: a relayed request runs off the read loop (a ping is
+// answered while it waits), a cancelled one gets no answer, and one still
+// running when the input ends is answered once the drain grace is over.
+func TestRelayIsATask(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rl := newFakeRelay(mcp.Offered{Prompts: true})
+	h := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: newTools(t, nil)}, Relay: rl, DrainGrace: 50 * time.Millisecond})
+	stop := time.AfterFunc(30*time.Second, func() { h.in.Close(); cancel() })
+	defer stop.Stop()
+	h.init()
+
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"hang"}}`)
+	<-rl.started
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"hang"}}`)
+	<-rl.started
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"x"}}`)
+	if m := mustString(t, h.recv()); !strings.Contains(m, `"id":2`) || !strings.Contains(m, "-32600") {
+		t.Fatalf("an id in flight reused: %s", m)
+	}
+	h.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+	h.send(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)
+	if m := mustString(t, h.recv()); !strings.Contains(m, `"id":9`) {
+		t.Fatalf("the ping is not the next answer: %s", m)
+	}
+	h.in.Close()
+	m := mustString(t, h.recv())
+	if !strings.Contains(m, `"id":2`) || !strings.Contains(m, "shutting down") {
+		t.Fatalf("the request in flight at the end: %s", m)
+	}
+	if line, err := h.out.ReadBytes('\n'); err == nil {
+		t.Fatalf("more after the drain (the cancelled request answered?): %s", line)
+	}
+}
+
+// TestRelayListChanged: the prompt and resource list changes the relay
+// reports reach an initialized legacy session as notifications, and a
+// 2026-07-28 subscription only for the lists it asked for and the relay
+// offers.
+func TestRelayListChanged(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rl := newFakeRelay(mcp.Offered{Prompts: true, Resources: true})
+	h := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: newTools(t, nil)}, Relay: rl})
+	stop := time.AfterFunc(30*time.Second, func() { h.in.Close(); cancel() })
+	defer stop.Stop()
+	h.init()
+	rl.changes <- mcp.Listen{Prompts: true}
+	if m := h.recv(); m["method"] != "notifications/prompts/list_changed" {
+		t.Fatalf("after a prompt list change: %v", m)
+	}
+	rl.changes <- mcp.Listen{Resources: true}
+	if m := h.recv(); m["method"] != "notifications/resources/list_changed" {
+		t.Fatalf("after a resource list change: %v", m)
+	}
+
+	rl2 := newFakeRelay(mcp.Offered{Prompts: true})
+	h2 := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: newTools(t, nil)}, Relay: rl2})
+	h2.send(`{"jsonrpc":"2.0","id":"s","method":"subscriptions/listen","params":{"notifications":{"promptsListChanged":true,"resourcesListChanged":true},` + modernMeta + `}}`)
+	ack := mustString(t, h2.recv())
+	if !strings.Contains(ack, `"promptsListChanged":true`) || strings.Contains(ack, `resourcesListChanged`) {
+		t.Fatalf("acknowledged: %s", ack)
+	}
+	rl2.changes <- mcp.Listen{Resources: true} // not heard: not offered
+	rl2.changes <- mcp.Listen{Prompts: true}
+	if m := mustString(t, h2.recv()); !strings.Contains(m, `"method":"notifications/prompts/list_changed"`) || !strings.Contains(m, `/subscriptionId":"s"`) {
+		t.Fatalf("on the subscription: %s", m)
+	}
+}
