@@ -63,6 +63,7 @@ type Server struct {
 	g       *gateway.Gateway
 	enc     *mcp.Encoder
 	lister  *gateway.Lister
+	methods *gateway.Methods
 	key     []byte
 	log     *slog.Logger
 	metrics *metrics.Metrics
@@ -115,6 +116,7 @@ func New(opts Options) (*Server, error) {
 		stopping: make(chan struct{}),
 		authn:    opts.Authenticator,
 	}
+	s.methods = opts.Gateway.NewMethods(enc, s.lister, s.limits)
 	// A downstream's resource update reaches the streams of the
 	// sessions that subscribed to it, and no others.
 	opts.Gateway.OnResourceUpdated(s.sessions.resourceUpdated)

@@ -467,20 +467,11 @@ func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress fun
 			return fail(http.StatusOK, jsonrpc.CodeMethodNotFound, "Method not found: \"server/discover\"")
 		}
 		return ok(s.enc.Discover())
-	case "tools/list":
-		return x.list(m, s.lister.List)
 	case "tools/call":
 		return x.call(ctx, m, progress)
-	case "prompts/list":
-		return x.list(m, s.lister.ListPrompts)
-	case "prompts/get":
-		return x.getPrompt(ctx, m)
-	case "resources/list":
-		return x.list(m, s.lister.ListResources)
-	case "resources/templates/list":
-		return x.list(m, s.lister.ListTemplates)
-	case "resources/read":
-		return x.readResource(ctx, m)
+	case "tools/list", "prompts/list", "prompts/get", "resources/list", "resources/templates/list", "resources/read", "completion/complete":
+		res, err := s.methods.Serve(ctx, gateway.MethodRequest{Method: m.Method, Version: x.version, Params: m.Params, RequestID: x.rid, Principal: x.p})
+		return x.answer(ctx, m, err, func() []byte { return res })
 	case "resources/subscribe", "resources/unsubscribe":
 		var p struct {
 			URI  *string        `json:"uri"`
@@ -501,13 +492,7 @@ func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress fun
 		} else {
 			err = s.g.Unsubscribe(ctx, c)
 		}
-		return x.answer(ctx, m, err, nil, func() []byte { return s.enc.Empty(x.version) })
-	case "completion/complete":
-		res, err := s.g.Complete(ctx, gateway.CompletionRequest{Params: m.Params, RequestID: x.rid, Principal: x.p})
-		if errors.Is(err, gateway.ErrCompletionParams) {
-			return fail(http.StatusOK, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error())
-		}
-		return x.answer(ctx, m, err, nil, func() []byte { return s.enc.AppendCompletion(nil, x.version, res) })
+		return x.answer(ctx, m, err, func() []byte { return s.enc.Empty(x.version) })
 	case "logging/setLevel":
 		var p struct {
 			Level *string        `json:"level"`
@@ -524,113 +509,21 @@ func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress fun
 	return fail(http.StatusOK, jsonrpc.CodeMethodNotFound, "Method not found: "+problem.Quote(m.Method))
 }
 
-// list answers a paginated list method with one of the lister's
-// renderings: its params (a cursor, _meta) strictly, then the page of
-// the caller's view.
-func (x *exchange) list(m *jsonrpc.Message, render func(version string, cursor *string, view gateway.View) ([]byte, *gateway.Error)) reply {
-	var p struct {
-		Cursor *string        `json:"cursor"`
-		Meta   jsontext.Value `json:"_meta"`
-	}
-	if m.Params != nil {
-		if err := json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)); err != nil {
-			return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams,
-				"Invalid params: params do not match "+m.Method)), status: http.StatusOK}
-		}
-	}
-	res, err := render(x.version, p.Cursor, x.s.g.ViewOf(x.p))
-	if err != nil {
-		return reply{msg: jsonrpc.AppendError(nil, err.RPC(m.ID)), status: err.Status}
-	}
-	return reply{msg: jsonrpc.AppendResult(nil, m.ID, res), status: http.StatusOK}
-}
-
-// readResource answers a resources/read: its params strictly, then the
-// gateway's routing and authorization.
-func (x *exchange) readResource(ctx context.Context, m *jsonrpc.Message) reply {
-	s := x.s
-	var p struct {
-		URI  *string        `json:"uri"`
-		Meta jsontext.Value `json:"_meta"`
-	}
-	if m.Params == nil || json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)) != nil || p.URI == nil {
-		return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: params do not match resources/read")), status: http.StatusOK}
-	}
-	start := time.Now()
-	outcome := "ok"
-	defer func() {
-		// The URI read may carry a caller's values: the log has its
-		// outcome, not the URI.
-		s.log.Info("resources/read", slog.String("request_id", x.rid), slog.String("id", problem.Cap(m.ID.String())),
-			slog.String("outcome", outcome), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
-	}()
-	contents, err := s.g.ReadResource(ctx, gateway.ResourceRead{URI: *p.URI, RequestID: x.rid, Principal: x.p})
-	return x.answer(ctx, m, err, &outcome, func() []byte { return s.enc.AppendRelayedContents(nil, x.version, contents) })
-}
-
 // answer maps what a gateway method returned to the reply: the result
 // render makes when err is nil, the gateway's own error, no answer when
 // the caller went away, else -32603 with the error in the log only.
-// outcome, when set, gets the log line's word for it.
-func (x *exchange) answer(ctx context.Context, m *jsonrpc.Message, err error, outcome *string, render func() []byte) reply {
-	set := func(o string) {
-		if outcome != nil {
-			*outcome = o
-		}
-	}
+func (x *exchange) answer(ctx context.Context, m *jsonrpc.Message, err error, render func() []byte) reply {
 	var gwErr *gateway.Error
 	switch {
 	case err == nil:
-		set("ok")
 		return reply{msg: jsonrpc.AppendResult(nil, m.ID, render()), status: http.StatusOK}
 	case errors.As(err, &gwErr):
-		set("error_" + strconv.Itoa(gwErr.Code))
 		return reply{msg: jsonrpc.AppendError(nil, gwErr.RPC(m.ID)), status: gwErr.Status}
 	case ctx.Err() != nil:
-		set("cancelled")
 		return reply{} // the client cancelled or went away: no answer
 	}
-	set("internal_error")
 	x.s.log.Error(m.Method+" failed", slog.String("request_id", x.rid), slog.String("error", err.Error()))
 	return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError, "Internal error")), status: http.StatusInternalServerError}
-}
-
-// getPrompt answers a prompts/get: its params strictly, the arguments
-// through the sanitizer's bounds, then the gateway's prompt path.
-func (x *exchange) getPrompt(ctx context.Context, m *jsonrpc.Message) reply {
-	s := x.s
-	invalid := func(msg string) reply {
-		return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+msg)), status: http.StatusOK}
-	}
-	var p struct {
-		Name      *string        `json:"name"`
-		Arguments jsontext.Value `json:"arguments"`
-		Meta      jsontext.Value `json:"_meta"`
-	}
-	if m.Params == nil || json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)) != nil {
-		return invalid("params do not match prompts/get")
-	}
-	if p.Name == nil {
-		return invalid("name is required")
-	}
-	if p.Arguments != nil {
-		if p.Arguments.Kind() != '{' {
-			return invalid("arguments must be an object")
-		}
-		if err := guard.Sanitize(p.Arguments, s.limits); err != nil {
-			return invalid("arguments exceed the gateway's bounds")
-		}
-	}
-	start := time.Now()
-	outcome := "ok"
-	defer func() {
-		s.log.Info("prompts/get", slog.String("request_id", x.rid), slog.String("prompt", problem.Cap(*p.Name)), slog.String("id", problem.Cap(m.ID.String())),
-			slog.String("outcome", outcome), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
-	}()
-	res, err := s.g.GetPrompt(ctx, gateway.PromptGet{Name: *p.Name, Arguments: p.Arguments, RequestID: x.rid, Principal: x.p})
-	return x.answer(ctx, m, err, &outcome, func() []byte {
-		return s.enc.AppendRelayedPrompt(nil, x.version, res.Description, res.Messages)
-	})
 }
 
 // initialize starts a legacy session: the version is negotiated, the
