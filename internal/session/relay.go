@@ -60,9 +60,9 @@ func (ss *Session) runRelay(ctx context.Context, c *call, r replier, m *jsonrpc.
 			out = jsonrpc.AppendError(nil, &answer)
 		case res != nil:
 			out = ss.result(m.ID, res)
-		case context.Cause(ctx) == ErrPeerCancelled:
-			// No answer, as for a cancelled tools/call.
 		default:
+			// ctx ended first. A client's cancellation gets no answer
+			// (finish withholds it); a drain or a stop does.
 			out = jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError,
 				"Internal error: the server is shutting down"))
 		}
