@@ -752,11 +752,47 @@ mutate gw-listchanged-view "a notification stream hears of list changes its call
 	'if false {' \
 	-- "$e2epkg" 'TestGatewayListChangedFollowsTheView'
 
+mutate session-relay-offered "a relayed method is served though the relay does not offer its feature" \
+	internal/session/relay.go \
+	'return true, rl != nil && feature\(rl\.Offered\(\)\)' \
+	'return true, rl != nil && (feature(rl.Offered()) || true)' \
+	-- "$sessionpkg" 'TestRelayServed'
+
+mutate session-relay-task "a relayed request runs on the read loop, which it holds until it ends" \
+	internal/session/relay.go \
+	'ss\.workers\.run\(func\(\) \{ ss\.runRelay\(ctx, c, r, m, version\) \}\)' \
+	'ss.runRelay(ctx, c, r, m, version)' \
+	-- "$sessionpkg" 'TestRelayIsATask'
+
+mutate session-cancelled-withheld "a request the client cancelled is answered anyway" \
+	internal/session/call.go \
+	'\tif cancelled \{\n\t\t// A cancelled request gets no response, whatever the task did\.\n\t\tout = nil\n\t\}' \
+	'\t_ = cancelled' \
+	-- "$sessionpkg" 'TestRelayIsATask'
+
+mutate session-relay-listen-offered "a 2026-07-28 subscription hears prompt list changes the relay does not offer" \
+	internal/session/subscribe.go \
+	'heard\.Prompts = want\.Prompts && off\.Prompts\n\t\theard\.Resources = want\.Resources && off\.Resources' \
+	'heard.Prompts = want.Prompts && (off.Prompts || true)\n\t\theard.Resources = want.Resources && (off.Resources || true)' \
+	-- "$sessionpkg" 'TestRelayListChanged'
+
+mutate gw-stdio-masks-offered "--stdio declares resource subscriptions and logging, which it does not relay" \
+	internal/gateway/session.go \
+	'\to\.Subscribe, o\.Logging = false, false\n' \
+	'' \
+	-- ./e2e 'TestGatewayStdioDeclares'
+
+mutate gw-stdio-relay-principal "--stdio prompts and resources are decided for nobody instead of its principal" \
+	internal/gateway/session.go \
+	'RequestID: rid, Principal: r\.p\}' \
+	'RequestID: rid}' \
+	-- ./e2e 'TestGatewayStdioRelay'
+
 mutate gw-stdio-listchanged-view "the --stdio client is told of tool list changes it cannot see" \
 	internal/gateway/session.go \
-	'if d := c\.g\.ViewDigest\(ViewTools, c\.view\); d != last \{' \
-	'if d := c.g.ViewDigest(ViewTools, c.view); d != last || true {' \
-	-- ./internal/gateway/ 'TestSessionCatalogWatchFollowsTheView'
+	'if d := g\.ViewDigest\(list, view\); d != last\[list\] \{' \
+	'if d := g.ViewDigest(list, view); d != last[list] || true {' \
+	-- ./internal/gateway/ 'TestSession(Catalog|Relay)WatchFollowsTheView'
 
 mutate gw-complete-condition "a completion under a rule with a condition is forwarded without the condition" \
 	internal/gateway/complete.go \

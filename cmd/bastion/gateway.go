@@ -32,9 +32,9 @@ const gatewayUsage = `Usage: bastion gateway --config FILE [--check] [--stdio]
 Runs the MCP security gateway: one MCP endpoint in front of the downstream
 MCP servers the configuration names (stdio child processes and Streamable
 HTTP endpoints). Every downstream tool is offered under its qualified name
-<server>.<tool>; calls are routed to the server that owns the tool. Over
-HTTP, prompts are offered as <server>.<prompt>, and resources under their
-own URIs, each owned by the server listed first in servers: that offers it.
+<server>.<tool>; calls are routed to the server that owns the tool.
+Prompts are offered as <server>.<prompt>, and resources under their own
+URIs, each owned by the server listed first in servers: that offers it.
 
 Every request is authenticated (Authorization: Bearer: static tokens of
 auth.tokens or the variable auth.tokens_env names, or JWTs checked against
@@ -55,7 +55,9 @@ quarantined until approved again. The evidence bundle is kept current in
 By default the gateway serves Streamable HTTP (both protocol eras) at the
 configured listen address and path, with GET /healthz (liveness) and
 GET /readyz (every server discovered or failed closed). With --stdio it
-serves one client on stdin/stdout instead.
+serves one client on stdin/stdout instead: tools, prompts, resources and
+completion, but no resource subscriptions, no logging/setLevel and no
+requests from the servers to the client (sampling, elicitation, roots).
 
 Flags:
   --config FILE   the YAML configuration (see examples/gateway/)
@@ -228,6 +230,7 @@ func gatewayStdio(ctx context.Context, cfg *gwconfig.Config, g *gateway.Gateway,
 	}
 	srv, err := session.NewServer(session.Options{
 		Catalog:        g.SessionCatalog(enc, cursorKey, stdioPrincipal(cfg)),
+		Relay:          g.SessionRelay(enc, cursorKey, stdioPrincipal(cfg)),
 		Info:           info,
 		Instructions:   front.Instructions,
 		CallTimeout:    longest + time.Second, // the gateway's own deadlines come first

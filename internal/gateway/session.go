@@ -3,13 +3,17 @@ package gateway
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"log/slog"
+	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/admit"
 	"github.com/mcp-bastion/bastion/internal/gateway/auth"
+	"github.com/mcp-bastion/bastion/internal/guard"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 	"github.com/mcp-bastion/bastion/internal/session"
@@ -52,31 +56,126 @@ func (c *sessionCatalog) Lookup(name string) (tool.Tool, bool) {
 // those: a change it cannot see sends nothing (decision 26), as on the
 // HTTP front's streams.
 func (c *sessionCatalog) Watch() (<-chan struct{}, func()) {
-	ch := c.g.catalog.Changed(admit.KindTool)
 	out := make(chan struct{}, 1)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	last := c.g.ViewDigest(ViewTools, c.view)
+	stop := c.g.watchView(c.view, func(mcp.Listen) {
+		select {
+		case out <- struct{}{}:
+		default: // a signal is already pending
+		}
+	}, ViewTools)
+	return out, stop
+}
+
+// SessionRelay is what the stdio front serves besides tools, as package
+// session serves it: the catalog's prompts and resources and completion,
+// for its one client p, through the same [Methods] as the HTTP front. It
+// declares neither resources.subscribe nor logging: the stdio front
+// relays no resource updates and no log levels (README, "Not yet").
+func (g *Gateway) SessionRelay(enc *mcp.Encoder, cursorKey []byte, p auth.Principal) session.Relay {
+	return &sessionRelay{g: g, methods: g.NewMethods(enc, g.NewLister(enc, cursorKey), guard.DefaultLimits()), p: p, view: g.ViewOf(p)}
+}
+
+type sessionRelay struct {
+	g       *Gateway
+	methods *Methods
+	p       auth.Principal
+	view    View
+}
+
+var _ session.Relay = (*sessionRelay)(nil)
+
+func (r *sessionRelay) Offered() mcp.Offered {
+	o := r.g.Offered()
+	o.Subscribe, o.Logging = false, false
+	return o
+}
+
+func (r *sessionRelay) Serve(ctx context.Context, version, method string, params jsontext.Value) ([]byte, *jsonrpc.Error) {
+	rid := NewRequestID()
+	res, err := r.methods.Serve(ctx, MethodRequest{Method: method, Version: version, Params: params, RequestID: rid, Principal: r.p})
+	var gwErr *Error
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.As(err, &gwErr):
+		return nil, gwErr.RPC(jsonrpc.ID{})
+	case ctx.Err() != nil:
+		return nil, nil
+	}
+	r.g.log.Error(method+" failed", slog.String("request_id", rid), slog.String("error", err.Error()))
+	return nil, jsonrpc.NewError(jsonrpc.ID{}, jsonrpc.CodeInternalError, "Internal error")
+}
+
+// Watch signals the prompt and resource list changes the one client can
+// see, as Watch of the catalog does the tools.
+func (r *sessionRelay) Watch() (<-chan mcp.Listen, func()) {
+	out := make(chan mcp.Listen, 1)
+	stop := r.g.watchView(r.view, func(l mcp.Listen) {
+		// watchView calls this from one goroutine, so a signal the
+		// session has not taken yet can be taken back and merged: no
+		// list's change is lost, and none waits on the session.
+		for {
+			select {
+			case out <- l:
+				return
+			case pending := <-out:
+				l.Prompts = l.Prompts || pending.Prompts
+				l.Resources = l.Resources || pending.Resources
+			}
+		}
+	}, ViewPrompts, ViewResources)
+	return out, stop
+}
+
+// watchView calls changed, from a goroutine of its own, after each change
+// of the catalog that changes one of lists (ViewTools, ViewPrompts,
+// ViewResources) as view sees it, naming the lists that changed. It
+// returns a func that stops it and waits for it.
+func (g *Gateway) watchView(view View, changed func(mcp.Listen), lists ...int) (stop func()) {
+	kinds := map[int]admit.Kind{ViewTools: admit.KindTool, ViewPrompts: admit.KindPrompt, ViewResources: admit.KindResource}
+	// The catalog signals each kind on a channel of its own; one feeder
+	// per list forwards its signals to one loop, which alone keeps the
+	// digests.
+	merged := make(chan int, len(lists))
+	quit, done := make(chan struct{}), make(chan struct{})
+	var feeders sync.WaitGroup
+	last := map[int][sha256.Size]byte{}
+	for _, list := range lists {
+		ch := g.catalog.Changed(kinds[list])
+		last[list] = g.ViewDigest(list, view)
+		feeders.Go(func() {
+			defer g.catalog.Unsubscribe(ch)
+			for {
+				select {
+				case <-ch:
+					select {
+					case merged <- list:
+					case <-quit:
+						return
+					}
+				case <-quit:
+					return
+				}
+			}
+		})
+	}
 	go func() {
 		defer close(done)
 		for {
 			select {
-			case <-ch:
-				if d := c.g.ViewDigest(ViewTools, c.view); d != last {
-					last = d
-					select {
-					case out <- struct{}{}:
-					default: // a signal is already pending
-					}
+			case list := <-merged:
+				if d := g.ViewDigest(list, view); d != last[list] {
+					last[list] = d
+					changed(mcp.Listen{Tools: list == ViewTools, Prompts: list == ViewPrompts, Resources: list == ViewResources})
 				}
-			case <-stop:
+			case <-quit:
 				return
 			}
 		}
 	}()
-	return out, func() {
-		c.g.catalog.Unsubscribe(ch)
-		close(stop)
+	return func() {
+		close(quit)
+		feeders.Wait()
 		<-done
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -204,6 +206,58 @@ func TestSessionCatalogWatchFollowsTheView(t *testing.T) {
 	select {
 	case <-viewerChanges:
 		t.Error("the viewer, whose list did not change, was told it changed")
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// TestSessionRelayWatchFollowsTheView: the stdio front's relay reports a
+// prompt list change only to a principal whose view of the list changed,
+// and names the list.
+func TestSessionRelayWatchFollowsTheView(t *testing.T) {
+	dir := t.TempDir()
+	prompts, pidfile := filepath.Join(dir, "prompts.json"), filepath.Join(dir, "fixture.pid")
+	if err := os.WriteFile(prompts, []byte(`[{"name":"summarize"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := startDocs(t, "    - {id: hidden, prompts: [\"docs.added\"], roles: [admin]}\n    - {id: rest, prompts: [\"*\"], roles: [\"*\"]}\n",
+		map[string]string{"FIXTURE_PROMPTS": prompts, "FIXTURE_PIDFILE": pidfile, "FIXTURE_ERA": "legacy"},
+		func(snap *catalog.Snapshot) bool { return len(snap.Prompts) == 1 })
+	enc, err := mcp.NewEncoder(mcp.Implementation{Name: "g", Version: "1"}, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer := auth.Principal{Subject: "desk", Issuer: "stdio", Roles: []string{"viewer"}}
+	admin := auth.Principal{Subject: "root", Issuer: "stdio", Roles: []string{"admin"}}
+	viewerChanges, stopViewer := g.SessionRelay(enc, make([]byte, 32), viewer).Watch()
+	defer stopViewer()
+	adminChanges, stopAdmin := g.SessionRelay(enc, make([]byte, 32), admin).Watch()
+	defer stopAdmin()
+
+	if err := os.WriteFile(prompts, []byte(`[{"name":"summarize"},{"name":"added"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-adminChanges:
+		if l != (mcp.Listen{Prompts: true}) {
+			t.Errorf("the admin was told %+v, want the prompt list only", l)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the admin, who sees docs.added, was not told the prompt list changed")
+	}
+	select {
+	case l := <-viewerChanges:
+		t.Errorf("the viewer, whose list did not change, was told %+v", l)
 	case <-time.After(500 * time.Millisecond):
 	}
 }

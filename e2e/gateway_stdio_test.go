@@ -1,0 +1,218 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The stdio front beyond tools: `bastion gateway --stdio` relays the
+// catalog's prompts, resources and completion to its one client, decided
+// for auth.stdio_principal by the same rules as over HTTP, and declares
+// neither resource subscriptions nor logging, which it does not relay.
+
+// stdioRelayConfig writes the configuration of one fixture "fx" offering
+// two prompts, two resources and a template (and logging), behind rules
+// that refuse the stdio viewer the secret prompt and the secret resource.
+func stdioRelayConfig(t *testing.T, mark string) (path, audit string) {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "prompts.json"), "["+summarizePrompt+`,{"name":"secret","description":"Admins only."}]`)
+	writeFile(t, filepath.Join(dir, "resources.json"), `{"resources":[`+resourceDesc("file:///docs/readme.md", "readme", "The readme.")+`,`+
+		resourceDesc("file:///secret/keys.md", "keys", "Admins only.")+`],"resourceTemplates":[{"uriTemplate":"file:///docs/{name}","name":"docs"}]}`)
+	audit = filepath.Join(dir, "audit.jsonl")
+	cfg := "auth:\n  tokens_env: E2E_TOKENS\n  stdio_principal: {subject: desk, roles: [viewer]}\n" +
+		`policy:
+  rules:
+    - {id: secret-prompt, prompts: ["fx.secret"], roles: [admin]}
+    - {id: prompts, prompts: ["*"], roles: ["*"]}
+    - {id: secret-resource, resources: ["fx:file:///secret/*"], roles: [admin]}
+    - {id: reads, resources: ["*:*"], roles: ["*"]}
+    - {id: tools, tools: ["*"], roles: ["*"]}
+` + fmt.Sprintf("audit: {file: %q}\n", audit) + "servers:\n" +
+		fixture("fx", mark, map[string]string{"FIXTURE_NAME": "alpha", "FIXTURE_TOOLS": "echo", "FIXTURE_LOGGING": "1",
+			"FIXTURE_PROMPTS": filepath.Join(dir, "prompts.json"), "FIXTURE_RESOURCES": filepath.Join(dir, "resources.json")})
+	cfg += stateKeys(t, cfg)
+	path = filepath.Join(dir, "gateway.yaml")
+	writeFile(t, path, cfg)
+	return path, audit
+}
+
+// TestGatewayStdioRelay: the official Go SDK client, in both eras, lists
+// and gets prompts, lists and reads resources and templates, and
+// completes a prompt argument through `bastion gateway --stdio`; the
+// viewer it runs as neither lists nor gets the secret prompt, nor lists
+// nor reads the secret resource; every decision is audited for it.
+func TestGatewayStdioRelay(t *testing.T) {
+	mark := newMark()
+	path, audit := stdioRelayConfig(t, mark)
+	for _, version := range []string{"", "2025-11-25"} {
+		t.Run("era "+version, func(t *testing.T) {
+			ctx := ctxT(t)
+			cmd := exec.Command(bin("bastion"), "gateway", "--stdio", "--config", path)
+			cmd.Env = baseEnv("E2E_TOKENS=" + tokensEnv())
+			stderr := &syncBuffer{}
+			cmd.Stderr = stderr
+			client := sdkmcp.NewClient(&sdkmcp.Implementation{Name: "bastion-e2e-gosdk", Version: "1.0.0"}, nil)
+			var opts *sdkmcp.ClientSessionOptions
+			if version != "" {
+				opts = &sdkmcp.ClientSessionOptions{ProtocolVersion: version}
+			}
+			cs, err := client.Connect(ctx, &sdkmcp.CommandTransport{Command: cmd, TerminateDuration: waitLimit}, opts)
+			if err != nil {
+				t.Fatalf("connect: %v; stderr:\n%s", err, stderr.String())
+			}
+			defer func() {
+				if t.Failed() {
+					t.Logf("gateway stderr:\n%s", stderr.String())
+				}
+			}()
+			// Discovery may still be running: until the fixture is
+			// connected nothing offers prompts (-32601), and its
+			// resources are discovered after its prompts.
+			var names []string
+			deadline := time.Now().Add(waitLimit)
+			for {
+				names = names[:0]
+				prompts, perr := cs.ListPrompts(ctx, nil)
+				resources, rerr := cs.ListResources(ctx, nil)
+				if perr == nil && rerr == nil && len(prompts.Prompts) > 0 && len(resources.Resources) > 0 {
+					for _, p := range prompts.Prompts {
+						names = append(names, p.Name)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("prompts and resources never listed: %v %v", perr, rerr)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if !slices.Equal(names, []string{"fx.summarize"}) {
+				t.Errorf("the stdio viewer lists prompts %v", names)
+			}
+			got, err := cs.GetPrompt(ctx, &sdkmcp.GetPromptParams{Name: "fx.summarize", Arguments: map[string]string{"topic": "stdio-topic"}})
+			if err != nil || len(got.Messages) != 1 {
+				t.Fatalf("prompts/get: %v %+v", err, got)
+			}
+			if text, ok := got.Messages[0].Content.(*sdkmcp.TextContent); !ok || !strings.Contains(text.Text, "of alpha") {
+				t.Errorf("prompts/get message %+v", got.Messages[0].Content)
+			}
+			if _, err := cs.GetPrompt(ctx, &sdkmcp.GetPromptParams{Name: "fx.secret"}); err == nil || !strings.Contains(err.Error(), "requires one of the roles admin") {
+				t.Errorf("the viewer's get of fx.secret: %v", err)
+			}
+
+			var uris []string
+			for r, err := range cs.Resources(ctx, nil) {
+				if err != nil {
+					t.Fatalf("resources/list: %v", err)
+				}
+				uris = append(uris, r.URI)
+			}
+			if !slices.Equal(uris, []string{"file:///docs/readme.md"}) {
+				t.Errorf("the stdio viewer lists resources %v", uris)
+			}
+			var templates []string
+			for rt, err := range cs.ResourceTemplates(ctx, nil) {
+				if err != nil {
+					t.Fatalf("resources/templates/list: %v", err)
+				}
+				templates = append(templates, rt.URITemplate)
+			}
+			if !slices.Equal(templates, []string{"file:///docs/{name}"}) {
+				t.Errorf("templates %v", templates)
+			}
+			for _, uri := range []string{"file:///docs/readme.md", "file:///docs/guide.md"} {
+				read, err := cs.ReadResource(ctx, &sdkmcp.ReadResourceParams{URI: uri})
+				if err != nil || len(read.Contents) != 1 || read.Contents[0].Text != "resource "+uri+" of alpha" {
+					t.Errorf("resources/read %s: %v %+v", uri, err, read)
+				}
+			}
+			if _, err := cs.ReadResource(ctx, &sdkmcp.ReadResourceParams{URI: "file:///secret/keys.md"}); err == nil {
+				t.Error("the stdio viewer read the secret resource")
+			}
+
+			comp, err := cs.Complete(ctx, &sdkmcp.CompleteParams{Ref: &sdkmcp.CompleteReference{Type: "ref/prompt", Name: "fx.summarize"},
+				Argument: sdkmcp.CompleteParamsArgument{Name: "topic", Value: "ti"}})
+			if err != nil || !slices.Equal(comp.Completion.Values, []string{"ti-alpha-1", "ti-alpha-2"}) {
+				t.Errorf("completion/complete: %v %+v", err, comp)
+			}
+			if err := cs.Close(); err != nil {
+				t.Errorf("the gateway did not exit cleanly: %v", err)
+			}
+		})
+	}
+	b, err := os.ReadFile(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`"subject":"desk","issuer":"stdio","roles":["viewer"],"method":"prompts/get","prompt":"fx.secret","rule":"secret-prompt","outcome":"deny"`,
+		`"method":"prompts/get","prompt":"fx.summarize","arguments":["topic"],"rule":"prompts","outcome":"allow"`,
+		`"method":"resources/read","resource":"file:///secret/keys.md","rule":"secret-resource","outcome":"deny"`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("no audit event with %s in:\n%s", want, b)
+		}
+	}
+	if strings.Contains(string(b), "stdio-topic") {
+		t.Errorf("the audit holds an argument value:\n%s", b)
+	}
+	waitUntil(t, "no child left", func() bool { return len(leftovers(mark)) == 0 })
+}
+
+// TestGatewayStdioDeclares: what --stdio declares follows what it relays:
+// prompts, resources and completions once the fixture offers them, but
+// neither resources.subscribe nor logging, though the fixture offers both;
+// their methods are -32601.
+func TestGatewayStdioDeclares(t *testing.T) {
+	mark := newMark()
+	path, _ := stdioRelayConfig(t, mark)
+	p := start(t, "bastion", []string{"gateway", "--stdio", "--config", path}, baseEnv("E2E_TOKENS="+tokensEnv()))
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{}}
+	deadline := time.Now().Add(waitLimit)
+	for id := 100; ; id += 2 {
+		p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": id, "method": "prompts/list", "params": map[string]any{"_meta": meta}})
+		prompts := mustJSON(t, p.recvID(id))
+		p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": id + 1, "method": "resources/list", "params": map[string]any{"_meta": meta}})
+		resources := mustJSON(t, p.recvID(id+1))
+		if strings.Contains(prompts, `"fx.summarize"`) && strings.Contains(resources, `"file:///docs/readme.md"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prompts and resources never listed: %s %s", prompts, resources)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": map[string]any{"_meta": meta}})
+	caps := mustJSON(t, p.recvID(1))
+	for _, want := range []string{`"prompts":{"listChanged":true}`, `"resources":{"listChanged":true}`, `"completions":{}`} {
+		if !strings.Contains(caps, want) {
+			t.Errorf("server/discover declares no %s: %s", want, caps)
+		}
+	}
+	if strings.Contains(caps, "subscribe") || strings.Contains(caps, "logging") {
+		t.Errorf("server/discover declares what --stdio does not relay: %s", caps)
+	}
+	for i, method := range []string{"resources/subscribe", "logging/setLevel"} {
+		params := map[string]any{"_meta": meta, "uri": "file:///docs/readme.md"}
+		if method == "logging/setLevel" {
+			params = map[string]any{"_meta": meta, "level": "debug"}
+		}
+		p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 10 + i, "method": method, "params": params})
+		if m := mustJSON(t, p.recvID(10+i)); !strings.Contains(m, "-32601") {
+			t.Errorf("%s over --stdio: %s", method, m)
+		}
+	}
+	p.closeStdin()
+	if code := p.wait(); code != 0 {
+		t.Errorf("exit %d; stderr:\n%s", code, p.stderr.String())
+	}
+	waitUntil(t, "no child left", func() bool { return len(leftovers(mark)) == 0 })
+}
