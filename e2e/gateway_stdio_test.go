@@ -37,7 +37,7 @@ func stdioRelayConfig(t *testing.T, mark string) (path, audit string) {
     - {id: reads, resources: ["*:*"], roles: ["*"]}
     - {id: tools, tools: ["*"], roles: ["*"]}
 ` + fmt.Sprintf("audit: {file: %q}\n", audit) + "servers:\n" +
-		fixture("fx", mark, map[string]string{"FIXTURE_NAME": "alpha", "FIXTURE_TOOLS": "echo", "FIXTURE_LOGGING": "1",
+		fixture("fx", mark, map[string]string{"FIXTURE_NAME": "alpha", "FIXTURE_TOOLS": "echo,touch", "FIXTURE_LOGGING": "1",
 			"FIXTURE_PROMPTS": filepath.Join(dir, "prompts.json"), "FIXTURE_RESOURCES": filepath.Join(dir, "resources.json")})
 	cfg += stateKeys(t, cfg)
 	path = filepath.Join(dir, "gateway.yaml")
@@ -168,9 +168,10 @@ func TestGatewayStdioRelay(t *testing.T) {
 }
 
 // TestGatewayStdioDeclares: what --stdio declares follows what it relays:
-// prompts, resources and completions once the fixture offers them, but
-// neither resources.subscribe nor logging, though the fixture offers both;
-// their methods are -32601.
+// prompts, resources (with subscribe) and completions once the fixture
+// offers them, but not logging, though the fixture offers it:
+// logging/setLevel is -32601, as is a 2026-07-28 client's
+// resources/subscribe (it has no session to follow a resource on).
 func TestGatewayStdioDeclares(t *testing.T) {
 	mark := newMark()
 	path, _ := stdioRelayConfig(t, mark)
@@ -192,13 +193,13 @@ func TestGatewayStdioDeclares(t *testing.T) {
 	}
 	p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": map[string]any{"_meta": meta}})
 	caps := mustJSON(t, p.recvID(1))
-	for _, want := range []string{`"prompts":{"listChanged":true}`, `"resources":{"listChanged":true}`, `"completions":{}`} {
+	for _, want := range []string{`"prompts":{"listChanged":true}`, `"resources":{"listChanged":true,"subscribe":true}`, `"completions":{}`} {
 		if !strings.Contains(caps, want) {
 			t.Errorf("server/discover declares no %s: %s", want, caps)
 		}
 	}
-	if strings.Contains(caps, "subscribe") || strings.Contains(caps, "logging") {
-		t.Errorf("server/discover declares what --stdio does not relay: %s", caps)
+	if strings.Contains(caps, "logging") {
+		t.Errorf("server/discover declares logging, which --stdio does not relay: %s", caps)
 	}
 	for i, method := range []string{"resources/subscribe", "logging/setLevel"} {
 		params := map[string]any{"_meta": meta, "uri": "file:///docs/readme.md"}
@@ -209,6 +210,67 @@ func TestGatewayStdioDeclares(t *testing.T) {
 		if m := mustJSON(t, p.recvID(10+i)); !strings.Contains(m, "-32601") {
 			t.Errorf("%s over --stdio: %s", method, m)
 		}
+	}
+	p.closeStdin()
+	if code := p.wait(); code != 0 {
+		t.Errorf("exit %d; stderr:\n%s", code, p.stderr.String())
+	}
+	waitUntil(t, "no child left", func() bool { return len(leftovers(mark)) == 0 })
+}
+
+// TestGatewayStdioSubscriptions: a legacy --stdio client subscribes to a
+// resource it may read and hears notifications/resources/updated when the
+// downstream updates it, until it unsubscribes; a resource its principal
+// is refused cannot be subscribed to.
+func TestGatewayStdioSubscriptions(t *testing.T) {
+	mark := newMark()
+	path, _ := stdioRelayConfig(t, mark)
+	p := start(t, "bastion", []string{"gateway", "--stdio", "--config", path}, baseEnv("E2E_TOKENS="+tokensEnv()))
+	p.initialize("2025-11-25")
+	deadline := time.Now().Add(waitLimit)
+	for id := 100; ; id++ {
+		p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": id, "method": "resources/list"})
+		if m := mustJSON(t, p.recvID(id)); strings.Contains(m, `"file:///docs/readme.md"`) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("resources never listed: %s", m)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// touchUpdates calls fx.touch, which updates every subscribed
+	// resource before it answers, and returns the updates heard first.
+	touchUpdates := func(id int) []string {
+		t.Helper()
+		p.call(id, "fx.touch", map[string]any{})
+		var updated []string
+		for {
+			m := p.recv()
+			if m["method"] == "notifications/resources/updated" {
+				updated = append(updated, mustJSON(t, m["params"]))
+				continue
+			}
+			if m["id"] == float64(id) {
+				return updated
+			}
+		}
+	}
+	p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe", "params": map[string]any{"uri": "file:///docs/readme.md"}})
+	if m := mustJSON(t, p.recvID(1)); !strings.Contains(m, `"result":{}`) {
+		t.Fatalf("resources/subscribe: %s", m)
+	}
+	p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": map[string]any{"uri": "file:///secret/keys.md"}})
+	if m := mustJSON(t, p.recvID(2)); !strings.Contains(m, "-32001") {
+		t.Errorf("the viewer's subscription to the secret resource: %s", m)
+	}
+	if got := touchUpdates(3); !slices.Equal(got, []string{`{"uri":"file:///docs/readme.md"}`}) {
+		t.Errorf("updates heard while subscribed: %v", got)
+	}
+	p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 4, "method": "resources/unsubscribe", "params": map[string]any{"uri": "file:///docs/readme.md"}})
+	if m := mustJSON(t, p.recvID(4)); !strings.Contains(m, `"result":{}`) {
+		t.Fatalf("resources/unsubscribe: %s", m)
+	}
+	if got := touchUpdates(5); len(got) != 0 {
+		t.Errorf("updates heard after unsubscribing: %v", got)
 	}
 	p.closeStdin()
 	if code := p.wait(); code != 0 {

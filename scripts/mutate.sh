@@ -776,10 +776,16 @@ mutate session-relay-listen-offered "a 2026-07-28 subscription hears prompt list
 	'heard.Prompts = want.Prompts && (off.Prompts || true)\n\t\theard.Resources = want.Resources && (off.Resources || true)' \
 	-- "$sessionpkg" 'TestRelayListChanged'
 
-mutate gw-stdio-masks-offered "--stdio declares resource subscriptions and logging, which it does not relay" \
+mutate gw-stdio-masks-offered "--stdio declares logging, which it does not relay" \
 	internal/gateway/session.go \
-	'\to\.Subscribe, o\.Logging = false, false\n' \
+	'\to\.Logging = false\n' \
 	'' \
+	-- ./e2e 'TestGatewayStdioDeclares'
+
+mutate gw-stdio-modern-subscribe "a 2026-07-28 --stdio client subscribes, though it has no session to hear updates on" \
+	internal/gateway/session.go \
+	'if !mcp\.IsModern\(version\) \{' \
+	'if true {' \
 	-- ./e2e 'TestGatewayStdioDeclares'
 
 mutate gw-stdio-relay-principal "--stdio prompts and resources are decided for nobody instead of its principal" \

@@ -28,6 +28,12 @@ type MethodRequest struct {
 	Params    jsontext.Value
 	RequestID string
 	Principal auth.Principal
+	// Subscriber names the client session a resources/subscribe adds
+	// the resource to, and Expires is when that session expires (zero:
+	// never). "" for a client with no session, which cannot subscribe:
+	// updates are delivered to a session.
+	Subscriber string
+	Expires    time.Time
 }
 
 // Methods answers the prompt, resource and completion requests of both
@@ -50,8 +56,9 @@ func (g *Gateway) NewMethods(enc *mcp.Encoder, lister *Lister, limits guard.Limi
 	return &Methods{g: g, enc: enc, lister: lister, limits: limits, log: g.log}
 }
 
-// Serve answers r, one of tools/list, prompts/list, prompts/get, resources/list,
-// resources/templates/list, resources/read and completion/complete. It
+// Serve answers r, one of tools/list, prompts/list, prompts/get,
+// resources/list, resources/templates/list, resources/read,
+// resources/subscribe, resources/unsubscribe and completion/complete. It
 // returns the result object; or an *Error to answer with (params that do
 // not fit are -32602 with HTTP status 200, as a JSON-RPC error is); or
 // ctx's cause when the caller went away first; any other error is the
@@ -72,6 +79,8 @@ func (ms *Methods) Serve(ctx context.Context, r MethodRequest) ([]byte, error) {
 		return ms.getPrompt(ctx, r)
 	case "resources/read":
 		return ms.readResource(ctx, r)
+	case "resources/subscribe", "resources/unsubscribe":
+		return ms.subscribe(ctx, r)
 	case "completion/complete":
 		res, err := ms.g.Complete(ctx, CompletionRequest{Params: r.Params, RequestID: r.RequestID, Principal: r.Principal})
 		if errors.Is(err, ErrCompletionParams) {
@@ -158,6 +167,35 @@ func (ms *Methods) readResource(ctx context.Context, r MethodRequest) (_ []byte,
 		return nil, err
 	}
 	return ms.enc.AppendRelayedContents(nil, r.Version, contents), nil
+}
+
+// subscribe answers a resources/subscribe or resources/unsubscribe: its
+// params strictly, then the gateway's subscription table for r's
+// session.
+func (ms *Methods) subscribe(ctx context.Context, r MethodRequest) ([]byte, error) {
+	var p struct {
+		URI  *string        `json:"uri"`
+		Meta jsontext.Value `json:"_meta"`
+	}
+	if r.Params == nil || json.Unmarshal(r.Params, &p, json.RejectUnknownMembers(true)) != nil || p.URI == nil {
+		return nil, invalidParams("params do not match " + r.Method)
+	}
+	if r.Subscriber == "" {
+		// A 2026-07-28 client has no session to deliver updates to.
+		return nil, &Error{Code: jsonrpc.CodeMethodNotFound, Status: http.StatusOK,
+			Message: "Method not found: " + problem.Quote(r.Method) + " needs a session"}
+	}
+	c := SubscribeRequest{Subscriber: r.Subscriber, Expires: r.Expires, URI: *p.URI, RequestID: r.RequestID, Principal: r.Principal}
+	var err error
+	if r.Method == "resources/subscribe" {
+		err = ms.g.Subscribe(ctx, c)
+	} else {
+		err = ms.g.Unsubscribe(ctx, c)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ms.enc.Empty(r.Version), nil
 }
 
 // logged writes the info line of a forwarded request once it is

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -67,12 +68,21 @@ func (c *sessionCatalog) Watch() (<-chan struct{}, func()) {
 }
 
 // SessionRelay is what the stdio front serves besides tools, as package
-// session serves it: the catalog's prompts and resources and completion,
-// for its one client p, through the same [Methods] as the HTTP front. It
-// declares neither resources.subscribe nor logging: the stdio front
-// relays no resource updates and no log levels (README, "Not yet").
+// session serves it: the catalog's prompts and resources, resource
+// subscriptions and completion, for its one client p, through the same
+// [Methods] as the HTTP front. It declares no logging: the stdio front
+// relays no log levels (README, "Not yet"). It takes the gateway's
+// resource updates (OnResourceUpdated), so a gateway has one such relay,
+// and no HTTP front beside it.
 func (g *Gateway) SessionRelay(enc *mcp.Encoder, cursorKey []byte, p auth.Principal) session.Relay {
-	return &sessionRelay{g: g, methods: g.NewMethods(enc, g.NewLister(enc, cursorKey), guard.DefaultLimits()), p: p, view: g.ViewOf(p)}
+	r := &sessionRelay{g: g, methods: g.NewMethods(enc, g.NewLister(enc, cursorKey), guard.DefaultLimits()), p: p, view: g.ViewOf(p),
+		subscriber: "stdio-" + NewRequestID(), wake: make(chan struct{}, 1)}
+	g.OnResourceUpdated(func(subscribers []string, uri string) {
+		if slices.Contains(subscribers, r.subscriber) {
+			r.post(session.Change{Updated: uri})
+		}
+	})
+	return r
 }
 
 type sessionRelay struct {
@@ -80,19 +90,40 @@ type sessionRelay struct {
 	methods *Methods
 	p       auth.Principal
 	view    View
+	// subscriber names the one client in the subscription table.
+	subscriber string
+
+	// mu guards what is pending for the session, which wake signals:
+	// list changes merged, updated URIs once each and at most
+	// maxPendingUpdates of them (the oldest go first).
+	mu      sync.Mutex
+	lists   mcp.Listen
+	updated []string
+	wake    chan struct{}
 }
+
+// maxPendingUpdates bounds the updates held for a session that is slow to
+// take them; an update says only "read it again", so a dropped one is
+// covered by any later one of the same URI.
+const maxPendingUpdates = 64
 
 var _ session.Relay = (*sessionRelay)(nil)
 
 func (r *sessionRelay) Offered() mcp.Offered {
 	o := r.g.Offered()
-	o.Subscribe, o.Logging = false, false
+	o.Logging = false
 	return o
 }
 
 func (r *sessionRelay) Serve(ctx context.Context, version, method string, params jsontext.Value) ([]byte, *jsonrpc.Error) {
 	rid := NewRequestID()
-	res, err := r.methods.Serve(ctx, MethodRequest{Method: method, Version: version, Params: params, RequestID: rid, Principal: r.p})
+	req := MethodRequest{Method: method, Version: version, Params: params, RequestID: rid, Principal: r.p}
+	if !mcp.IsModern(version) {
+		// Updates reach the one legacy session; a 2026-07-28 client
+		// has none to follow a resource on.
+		req.Subscriber = r.subscriber
+	}
+	res, err := r.methods.Serve(ctx, req)
 	var gwErr *Error
 	switch {
 	case err == nil:
@@ -106,25 +137,65 @@ func (r *sessionRelay) Serve(ctx context.Context, version, method string, params
 	return nil, jsonrpc.NewError(jsonrpc.ID{}, jsonrpc.CodeInternalError, "Internal error")
 }
 
-// Watch signals the prompt and resource list changes the one client can
-// see, as Watch of the catalog does the tools.
-func (r *sessionRelay) Watch() (<-chan mcp.Listen, func()) {
-	out := make(chan mcp.Listen, 1)
-	stop := r.g.watchView(r.view, func(l mcp.Listen) {
-		// watchView calls this from one goroutine, so a signal the
-		// session has not taken yet can be taken back and merged: no
-		// list's change is lost, and none waits on the session.
+// post adds c to what is pending for the session and wakes Watch's pump.
+// It never blocks: the catalog and the subscription table call it.
+func (r *sessionRelay) post(c session.Change) {
+	r.mu.Lock()
+	r.lists.Prompts = r.lists.Prompts || c.Lists.Prompts
+	r.lists.Resources = r.lists.Resources || c.Lists.Resources
+	if c.Updated != "" && !slices.Contains(r.updated, c.Updated) {
+		r.updated = append(r.updated, c.Updated)
+		if len(r.updated) > maxPendingUpdates {
+			r.updated = r.updated[1:]
+		}
+	}
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default: // the pump is already due
+	}
+}
+
+// Watch reports the prompt and resource list changes the one client can
+// see, as Watch of the catalog does the tools, and the updates of the
+// resources it subscribed to.
+func (r *sessionRelay) Watch() (<-chan session.Change, func()) {
+	out := make(chan session.Change)
+	stopLists := r.g.watchView(r.view, func(l mcp.Listen) { r.post(session.Change{Lists: l}) }, ViewPrompts, ViewResources)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
 		for {
 			select {
-			case out <- l:
+			case <-r.wake:
+			case <-quit:
 				return
-			case pending := <-out:
-				l.Prompts = l.Prompts || pending.Prompts
-				l.Resources = l.Resources || pending.Resources
+			}
+			r.mu.Lock()
+			lists, updated := r.lists, r.updated
+			r.lists, r.updated = mcp.Listen{}, nil
+			r.mu.Unlock()
+			var changes []session.Change
+			if lists != (mcp.Listen{}) {
+				changes = append(changes, session.Change{Lists: lists})
+			}
+			for _, uri := range updated {
+				changes = append(changes, session.Change{Updated: uri})
+			}
+			for _, c := range changes {
+				select {
+				case out <- c:
+				case <-quit:
+					return
+				}
 			}
 		}
-	}, ViewPrompts, ViewResources)
-	return out, stop
+	}()
+	return out, func() {
+		stopLists()
+		close(quit)
+		<-done
+	}
 }
 
 // watchView calls changed, from a goroutine of its own, after each change

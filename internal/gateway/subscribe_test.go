@@ -14,6 +14,7 @@ import (
 	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
 	"github.com/mcp-bastion/bastion/internal/mcp"
+	"github.com/mcp-bastion/bastion/internal/session"
 )
 
 // startSubscribable runs a legacy fixture server "docs" that lists
@@ -249,7 +250,7 @@ func TestSessionRelayWatchFollowsTheView(t *testing.T) {
 	}
 	select {
 	case l := <-adminChanges:
-		if l != (mcp.Listen{Prompts: true}) {
+		if l != (session.Change{Lists: mcp.Listen{Prompts: true}}) {
 			t.Errorf("the admin was told %+v, want the prompt list only", l)
 		}
 	case <-time.After(10 * time.Second):

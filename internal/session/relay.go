@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"runtime/debug"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 )
@@ -73,7 +75,8 @@ func (ss *Session) runRelay(ctx context.Context, c *call, r replier, m *jsonrpc.
 // watchRelay sends notifications/prompts/list_changed and
 // notifications/resources/list_changed after each change the Relay
 // reports, to a client that may hear it, and on the open subscriptions
-// that asked for it. It returns a func that stops the watcher and waits
+// that asked for it; and notifications/resources/updated for each
+// update of a subscribed resource. It returns a func that stops the watcher and waits
 // for it.
 func (ss *Session) watchRelay(rl Relay) func() {
 	changes, stop := rl.Watch()
@@ -83,7 +86,13 @@ func (ss *Session) watchRelay(rl Relay) func() {
 		for {
 			select {
 			case ch := <-changes:
-				ss.announce(ch)
+				ss.announce(ch.Lists)
+				if ch.Updated != "" && ss.listChanged.Load() && !ss.stopping.Load() {
+					// Only a legacy session subscribes (a 2026-07-28
+					// client has no session to follow a resource).
+					msg, _ := jsontext.AppendQuote([]byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":`), ch.Updated)
+					ss.send(append(msg, "}}"...))
+				}
 			case <-quit:
 				return
 			}

@@ -21,11 +21,11 @@ type fakeRelay struct {
 	mu      sync.Mutex
 	offered mcp.Offered
 	started chan string
-	changes chan mcp.Listen
+	changes chan session.Change
 }
 
 func newFakeRelay(off mcp.Offered) *fakeRelay {
-	return &fakeRelay{offered: off, started: make(chan string, 16), changes: make(chan mcp.Listen, 4)}
+	return &fakeRelay{offered: off, started: make(chan string, 16), changes: make(chan session.Change, 4)}
 }
 
 func (f *fakeRelay) Offered() mcp.Offered {
@@ -46,7 +46,7 @@ func (f *fakeRelay) Serve(ctx context.Context, version, method string, params js
 	return []byte(`{"served":"` + method + `","version":"` + version + `"}`), nil
 }
 
-func (f *fakeRelay) Watch() (<-chan mcp.Listen, func()) { return f.changes, func() {} }
+func (f *fakeRelay) Watch() (<-chan session.Change, func()) { return f.changes, func() {} }
 
 // TestRelayServed: a Relay's methods are declared as it offers them,
 // answered with the request's id, and refused -32601 when not offered;
@@ -71,6 +71,10 @@ func TestRelayServed(t *testing.T) {
 	h.send(`{"jsonrpc":"2.0","id":"r","method":"resources/read","params":{"uri":"a://b"}}`)
 	if m := mustString(t, h.recv()); !strings.Contains(m, `"id":"r"`) || !strings.Contains(m, "-32601") {
 		t.Fatalf("a method of a feature not offered: %s", m)
+	}
+	h.send(`{"jsonrpc":"2.0","id":"sub","method":"resources/subscribe","params":{"uri":"a://b"}}`)
+	if m := mustString(t, h.recv()); !strings.Contains(m, `"id":"sub"`) || !strings.Contains(m, "-32601") {
+		t.Fatalf("a subscription the relay does not offer: %s", m)
 	}
 	h.send(`{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"bad"}}`)
 	if m := mustString(t, h.recv()); !strings.Contains(m, `"id":2`) || !strings.Contains(m, "-32602") {
@@ -135,13 +139,17 @@ func TestRelayListChanged(t *testing.T) {
 	stop := time.AfterFunc(30*time.Second, func() { h.in.Close(); cancel() })
 	defer stop.Stop()
 	h.init()
-	rl.changes <- mcp.Listen{Prompts: true}
+	rl.changes <- session.Change{Lists: mcp.Listen{Prompts: true}}
 	if m := h.recv(); m["method"] != "notifications/prompts/list_changed" {
 		t.Fatalf("after a prompt list change: %v", m)
 	}
-	rl.changes <- mcp.Listen{Resources: true}
+	rl.changes <- session.Change{Lists: mcp.Listen{Resources: true}}
 	if m := h.recv(); m["method"] != "notifications/resources/list_changed" {
 		t.Fatalf("after a resource list change: %v", m)
+	}
+	rl.changes <- session.Change{Updated: "file:///a \"b\".md"}
+	if m := mustString(t, h.recv()); m != `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///a \"b\".md"}}` {
+		t.Fatalf("after a resource update: %s", m)
 	}
 
 	rl2 := newFakeRelay(mcp.Offered{Prompts: true})
@@ -151,8 +159,8 @@ func TestRelayListChanged(t *testing.T) {
 	if !strings.Contains(ack, `"promptsListChanged":true`) || strings.Contains(ack, `resourcesListChanged`) {
 		t.Fatalf("acknowledged: %s", ack)
 	}
-	rl2.changes <- mcp.Listen{Resources: true} // not heard: not offered
-	rl2.changes <- mcp.Listen{Prompts: true}
+	rl2.changes <- session.Change{Lists: mcp.Listen{Resources: true}} // not heard: not offered
+	rl2.changes <- session.Change{Lists: mcp.Listen{Prompts: true}}
 	if m := mustString(t, h2.recv()); !strings.Contains(m, `"method":"notifications/prompts/list_changed"`) || !strings.Contains(m, `/subscriptionId":"s"`) {
 		t.Fatalf("on the subscription: %s", m)
 	}

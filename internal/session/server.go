@@ -86,10 +86,18 @@ type Relay interface {
 	// with (the session sets its id). Nil and nil means ctx ended first;
 	// the session then answers as for a cancelled or drained call.
 	Serve(ctx context.Context, version, method string, params jsontext.Value) ([]byte, *jsonrpc.Error)
-	// Watch signals changes of the prompt and resource lists the client
-	// can see, each naming the lists that changed (Prompts, Resources),
-	// and returns a func that stops it.
-	Watch() (changes <-chan mcp.Listen, stop func())
+	// Watch reports changes of the prompt and resource lists the client
+	// can see, and updates of the resources it subscribed to, and
+	// returns a func that stops it.
+	Watch() (changes <-chan Change, stop func())
+}
+
+// Change is one report of a [Relay]: the lists that changed (Prompts,
+// Resources), or a resource the client subscribed to that was updated.
+type Change struct {
+	Lists mcp.Listen
+	// Updated is the URI of the updated resource, "" for none.
+	Updated string
 }
 
 // RelayedMethods are the request methods a [Relay] serves, by the
@@ -100,6 +108,8 @@ var RelayedMethods = map[string]func(mcp.Offered) bool{
 	"resources/list":           func(o mcp.Offered) bool { return o.Resources },
 	"resources/templates/list": func(o mcp.Offered) bool { return o.Resources },
 	"resources/read":           func(o mcp.Offered) bool { return o.Resources },
+	"resources/subscribe":      func(o mcp.Offered) bool { return o.Subscribe },
+	"resources/unsubscribe":    func(o mcp.Offered) bool { return o.Subscribe },
 	"completion/complete":      func(o mcp.Offered) bool { return o.Completions },
 }
 

@@ -473,26 +473,13 @@ func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress fun
 		res, err := s.methods.Serve(ctx, gateway.MethodRequest{Method: m.Method, Version: x.version, Params: m.Params, RequestID: x.rid, Principal: x.p})
 		return x.answer(ctx, m, err, func() []byte { return res })
 	case "resources/subscribe", "resources/unsubscribe":
-		var p struct {
-			URI  *string        `json:"uri"`
-			Meta jsontext.Value `json:"_meta"`
+		r := gateway.MethodRequest{Method: m.Method, Version: x.version, Params: m.Params, RequestID: x.rid, Principal: x.p}
+		if x.sess.nonce != "" {
+			// Updates reach the session's GET stream.
+			r.Subscriber, r.Expires = x.sess.nonce, x.sess.issued.Add(s.sessions.ttl)
 		}
-		if m.Params == nil || json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)) != nil || p.URI == nil {
-			return fail(http.StatusOK, jsonrpc.CodeInvalidParams, "Invalid params: params do not match "+m.Method)
-		}
-		if x.sess.nonce == "" {
-			// Updates reach a legacy session's GET stream; a 2026-07-28
-			// client has no session to deliver them to.
-			return fail(http.StatusOK, jsonrpc.CodeMethodNotFound, "Method not found: "+problem.Quote(m.Method)+" needs a session")
-		}
-		c := gateway.SubscribeRequest{Subscriber: x.sess.nonce, Expires: x.sess.issued.Add(s.sessions.ttl), URI: *p.URI, RequestID: x.rid, Principal: x.p}
-		var err error
-		if m.Method == "resources/subscribe" {
-			err = s.g.Subscribe(ctx, c)
-		} else {
-			err = s.g.Unsubscribe(ctx, c)
-		}
-		return x.answer(ctx, m, err, func() []byte { return s.enc.Empty(x.version) })
+		res, err := s.methods.Serve(ctx, r)
+		return x.answer(ctx, m, err, func() []byte { return res })
 	case "logging/setLevel":
 		var p struct {
 			Level *string        `json:"level"`
