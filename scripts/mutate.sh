@@ -758,6 +758,12 @@ mutate session-relay-offered "a relayed method is served though the relay does n
 	'return true, rl != nil && (feature(rl.Offered()) || true)' \
 	-- "$sessionpkg" 'TestRelayServed'
 
+mutate session-task-recover "a panic in a task ends the whole process instead of its one request" \
+	internal/session/call.go \
+	'\t\tdefer func\(\) \{\n\t\t\tif p := recover\(\); p != nil \{\n\t\t\t\tref := newRef\(\)\n\t\t\t\tss\.log\.Error\("panic in "\+m\.Method' \
+	'\t\tdefer func() {\n\t\t\tif p := any(nil); p != nil {\n\t\t\t\tref := newRef()\n\t\t\t\tss.log.Error("panic in "+m.Method' \
+	-- "$sessionpkg" 'TestRelayServed'
+
 mutate session-relay-task "a relayed request runs on the read loop, which it holds until it ends" \
 	internal/session/relay.go \
 	'ss\.workers\.run\(func\(\) \{ ss\.runRelay\(ctx, c, r, m, version\) \}\)' \

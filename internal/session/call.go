@@ -239,6 +239,13 @@ func (ss *Session) cancelCall(params []byte) {
 // runCall is the task of one tools/call.
 func (ss *Session) runCall(ctx context.Context, c *call, r replier, m *jsonrpc.Message, version string,
 	t tool.Tool, args jsontext.Value, place *guard.Reservation) {
+	ss.runTask(c, r, m, func() []byte { return ss.call(ctx, m, version, t, args, place) })
+}
+
+// runTask runs body, the work of request m's task, and sends the answer
+// it returns. A panic in body costs this request, not the session: it is
+// answered -32603 with a reference to the log line that holds the stack.
+func (ss *Session) runTask(c *call, r replier, m *jsonrpc.Message, body func() []byte) {
 	defer ss.tasks.Done()
 	defer c.cancel(nil)
 	var out []byte
@@ -246,12 +253,12 @@ func (ss *Session) runCall(ctx context.Context, c *call, r replier, m *jsonrpc.M
 		defer func() {
 			if p := recover(); p != nil {
 				ref := newRef()
-				ss.log.Error("panic in tools/call", slog.String("ref", ref),
+				ss.log.Error("panic in "+m.Method, slog.String("ref", ref),
 					slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 				out = jsonrpc.AppendError(nil, internalError(m.ID, ref))
 			}
 		}()
-		out = ss.call(ctx, m, version, t, args, place)
+		out = body()
 	}()
 	ss.finish(c, r, m, out)
 }

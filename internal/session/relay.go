@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"log/slog"
-	"runtime/debug"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -42,34 +41,21 @@ func (ss *Session) startRelay(r replier, m *jsonrpc.Message, version string) {
 
 // runRelay is the task of one relayed request.
 func (ss *Session) runRelay(ctx context.Context, c *call, r replier, m *jsonrpc.Message, version string) {
-	defer ss.tasks.Done()
-	defer c.cancel(nil)
-	var out []byte
-	func() {
-		defer func() {
-			if p := recover(); p != nil {
-				ref := newRef()
-				ss.log.Error("panic in a relayed request", slog.String("method", m.Method), slog.String("ref", ref),
-					slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
-				out = jsonrpc.AppendError(nil, internalError(m.ID, ref))
-			}
-		}()
+	ss.runTask(c, r, m, func() []byte {
 		res, e := ss.srv.opts.Relay.Serve(ctx, version, m.Method, m.Params)
 		switch {
 		case e != nil:
 			answer := *e
 			answer.ID = m.ID
-			out = jsonrpc.AppendError(nil, &answer)
+			return jsonrpc.AppendError(nil, &answer)
 		case res != nil:
-			out = ss.result(m.ID, res)
-		default:
-			// ctx ended first. A client's cancellation gets no answer
-			// (finish withholds it); a drain or a stop does.
-			out = jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError,
-				"Internal error: the server is shutting down"))
+			return ss.result(m.ID, res)
 		}
-	}()
-	ss.finish(c, r, m, out)
+		// ctx ended first. A client's cancellation gets no answer
+		// (finish withholds it); a drain or a stop does.
+		return jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInternalError,
+			"Internal error: the server is shutting down"))
+	})
 }
 
 // watchRelay sends notifications/prompts/list_changed and
@@ -80,19 +66,28 @@ func (ss *Session) runRelay(ctx context.Context, c *call, r replier, m *jsonrpc.
 // for it.
 func (ss *Session) watchRelay(rl Relay) func() {
 	changes, stop := rl.Watch()
+	return follow(changes, stop, func(ch Change) {
+		ss.announce(ch.Lists)
+		if ch.Updated != "" && ss.listChanged.Load() && !ss.stopping.Load() {
+			// Only a legacy session subscribes (a 2026-07-28 client has
+			// no session to follow a resource).
+			msg, _ := jsontext.AppendQuote([]byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":`), ch.Updated)
+			ss.send(append(msg, "}}"...))
+		}
+	})
+}
+
+// follow runs handle for each value changes delivers, on a goroutine of
+// its own. The func it returns stops that goroutine, waits for it, then
+// calls stop.
+func follow[T any](changes <-chan T, stop func(), handle func(T)) func() {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
 			select {
-			case ch := <-changes:
-				ss.announce(ch.Lists)
-				if ch.Updated != "" && ss.listChanged.Load() && !ss.stopping.Load() {
-					// Only a legacy session subscribes (a 2026-07-28
-					// client has no session to follow a resource).
-					msg, _ := jsontext.AppendQuote([]byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":`), ch.Updated)
-					ss.send(append(msg, "}}"...))
-				}
+			case v := <-changes:
+				handle(v)
 			case <-quit:
 				return
 			}

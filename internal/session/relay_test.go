@@ -40,6 +40,8 @@ func (f *fakeRelay) Serve(ctx context.Context, version, method string, params js
 	case strings.Contains(string(params), `"hang"`):
 		<-ctx.Done()
 		return nil, nil
+	case strings.Contains(string(params), `"panic"`):
+		panic("a bug in the relay")
 	case strings.Contains(string(params), `"bad"`):
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: bad"}
 	}
@@ -79,6 +81,11 @@ func TestRelayServed(t *testing.T) {
 	h.send(`{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"bad"}}`)
 	if m := mustString(t, h.recv()); !strings.Contains(m, `"id":2`) || !strings.Contains(m, "-32602") {
 		t.Fatalf("the relay's error: %s", m)
+	}
+	// A panic costs its request, not the session.
+	h.send(`{"jsonrpc":"2.0","id":"p","method":"prompts/get","params":{"name":"panic"}}`)
+	if m := mustString(t, h.recv()); !strings.Contains(m, `"id":"p"`) || !strings.Contains(m, "-32603") || strings.Contains(m, "a bug") {
+		t.Fatalf("a panic in the relay: %s", m)
 	}
 	h.send(`{"jsonrpc":"2.0","id":3,"method":"completion/complete","params":{}}`)
 	if m := mustString(t, h.recv()); !strings.Contains(m, `"served":"completion/complete"`) {
@@ -139,6 +146,10 @@ func TestRelayListChanged(t *testing.T) {
 	stop := time.AfterFunc(30*time.Second, func() { h.in.Close(); cancel() })
 	defer stop.Stop()
 	h.init()
+	// The read loop lets changes through once the answer to initialize
+	// is out: the answer to a ping after it says that moment has passed.
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	h.recv()
 	rl.changes <- session.Change{Lists: mcp.Listen{Prompts: true}}
 	if m := h.recv(); m["method"] != "notifications/prompts/list_changed" {
 		t.Fatalf("after a prompt list change: %v", m)

@@ -225,23 +225,7 @@ func (ss *Session) Run(ctx context.Context) error {
 // the watcher and waits for it.
 func (ss *Session) watchCatalog(c Catalog) func() {
 	changes, stop := c.Watch()
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-changes:
-				ss.announce(mcp.Listen{Tools: true})
-			case <-quit:
-				return
-			}
-		}
-	}()
-	return func() {
-		close(quit)
-		<-done
-		stop()
-	}
+	return follow(changes, stop, func(struct{}) { ss.announce(mcp.Listen{Tools: true}) })
 }
 
 // errFlushTimeout ends the final flush of a drain.
