@@ -37,7 +37,7 @@ func stdioRelayConfig(t *testing.T, mark string) (path, audit string) {
     - {id: reads, resources: ["*:*"], roles: ["*"]}
     - {id: tools, tools: ["*"], roles: ["*"]}
 ` + fmt.Sprintf("audit: {file: %q}\n", audit) + "servers:\n" +
-		fixture("fx", mark, map[string]string{"FIXTURE_NAME": "alpha", "FIXTURE_TOOLS": "echo,touch", "FIXTURE_LOGGING": "1",
+		fixture("fx", mark, map[string]string{"FIXTURE_NAME": "alpha", "FIXTURE_TOOLS": "echo,touch,log", "FIXTURE_LOGGING": "1",
 			"FIXTURE_PROMPTS": filepath.Join(dir, "prompts.json"), "FIXTURE_RESOURCES": filepath.Join(dir, "resources.json")})
 	cfg += stateKeys(t, cfg)
 	path = filepath.Join(dir, "gateway.yaml")
@@ -167,11 +167,11 @@ func TestGatewayStdioRelay(t *testing.T) {
 	waitUntil(t, "no child left", func() bool { return len(leftovers(mark)) == 0 })
 }
 
-// TestGatewayStdioDeclares: what --stdio declares follows what it relays:
-// prompts, resources (with subscribe) and completions once the fixture
-// offers them, but not logging, though the fixture offers it:
-// logging/setLevel is -32601, as is a 2026-07-28 client's
-// resources/subscribe (it has no session to follow a resource on).
+// TestGatewayStdioDeclares: what --stdio declares follows what the
+// fixture offers: prompts, resources (with subscribe), completions and
+// logging; logging/setLevel is applied, and a 2026-07-28 client's
+// resources/subscribe is -32601 (it has no session to follow a resource
+// on).
 func TestGatewayStdioDeclares(t *testing.T) {
 	mark := newMark()
 	path, _ := stdioRelayConfig(t, mark)
@@ -193,23 +193,39 @@ func TestGatewayStdioDeclares(t *testing.T) {
 	}
 	p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": map[string]any{"_meta": meta}})
 	caps := mustJSON(t, p.recvID(1))
-	for _, want := range []string{`"prompts":{"listChanged":true}`, `"resources":{"listChanged":true,"subscribe":true}`, `"completions":{}`} {
+	for _, want := range []string{`"prompts":{"listChanged":true}`, `"resources":{"listChanged":true,"subscribe":true}`, `"completions":{}`, `"logging":{}`} {
 		if !strings.Contains(caps, want) {
 			t.Errorf("server/discover declares no %s: %s", want, caps)
 		}
 	}
-	if strings.Contains(caps, "logging") {
-		t.Errorf("server/discover declares logging, which --stdio does not relay: %s", caps)
+	p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 10, "method": "resources/subscribe", "params": map[string]any{"_meta": meta, "uri": "file:///docs/readme.md"}})
+	if m := mustJSON(t, p.recvID(10)); !strings.Contains(m, "-32601") || !strings.Contains(m, "needs a session") {
+		t.Errorf("a stateless resources/subscribe over --stdio: %s", m)
 	}
-	for i, method := range []string{"resources/subscribe", "logging/setLevel"} {
-		params := map[string]any{"_meta": meta, "uri": "file:///docs/readme.md"}
-		if method == "logging/setLevel" {
-			params = map[string]any{"_meta": meta, "level": "debug"}
+	p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 11, "method": "logging/setLevel", "params": map[string]any{"_meta": meta, "level": "debug"}})
+	if m := mustJSON(t, p.recvID(11)); !strings.Contains(m, `"result"`) {
+		t.Errorf("logging/setLevel over --stdio: %s", m)
+	}
+	p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 12, "method": "logging/setLevel", "params": map[string]any{"_meta": meta, "level": "loud"}})
+	if m := mustJSON(t, p.recvID(12)); !strings.Contains(m, "-32602") {
+		t.Errorf("logging/setLevel of no level over --stdio: %s", m)
+	}
+	// A log message the downstream sends while it serves a call reaches
+	// the client, before the answer, tagged with the server's name.
+	p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 13, "method": "tools/call", "params": map[string]any{"_meta": meta, "name": "fx.log", "arguments": map[string]any{}}})
+	var logged []string
+	for {
+		m := p.recv()
+		if m["method"] == "notifications/message" {
+			logged = append(logged, mustJSON(t, m["params"]))
+			continue
 		}
-		p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 10 + i, "method": method, "params": params})
-		if m := mustJSON(t, p.recvID(10+i)); !strings.Contains(m, "-32601") {
-			t.Errorf("%s over --stdio: %s", method, m)
+		if m["id"] == float64(13) {
+			break
 		}
+	}
+	if !slices.Equal(logged, []string{`{"data":"fixture log line","level":"info","logger":"fx/work"}`}) {
+		t.Errorf("log messages heard during the call: %v", logged)
 	}
 	p.closeStdin()
 	if code := p.wait(); code != 0 {

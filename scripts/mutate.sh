@@ -782,11 +782,23 @@ mutate session-relay-listen-offered "a 2026-07-28 subscription hears prompt list
 	'heard.Prompts = want.Prompts && (off.Prompts || true)\n\t\theard.Resources = want.Resources && (off.Resources || true)' \
 	-- "$sessionpkg" 'TestRelayListChanged'
 
-mutate gw-stdio-masks-offered "--stdio declares logging, which it does not relay" \
+mutate gw-stdio-messages "a downstream's log messages during a --stdio call never reach the client" \
 	internal/gateway/session.go \
-	'\to\.Logging = false\n' \
+	'\tc\.Messages = tool\.MessagesOf\(ctx\)\n' \
 	'' \
 	-- ./e2e 'TestGatewayStdioDeclares'
+
+mutate session-messages-compact "a relayed log message goes out with the downstream's own whitespace" \
+	internal/session/call.go \
+	'\tparams = params\.Clone\(\)\n\tif params\.Compact\(\) != nil \{\n\t\treturn\n\t\}\n' \
+	'' \
+	-- "$sessionpkg" 'TestRelayMessages'
+
+mutate session-messages-relay-only "a tool of a server without a relay may send log messages it never declared" \
+	internal/session/call.go \
+	'\tif ss\.srv\.opts\.Relay != nil \{\n\t\t// Only a relaying server declares logging' \
+	'\tif true {\n\t\t// Only a relaying server declares logging' \
+	-- "$sessionpkg" 'TestRelayMessages'
 
 mutate gw-stdio-modern-subscribe "a 2026-07-28 --stdio client subscribes, though it has no session to hear updates on" \
 	internal/gateway/session.go \

@@ -56,8 +56,8 @@ By default the gateway serves Streamable HTTP (both protocol eras) at the
 configured listen address and path, with GET /healthz (liveness) and
 GET /readyz (every server discovered or failed closed). With --stdio it
 serves one client on stdin/stdout instead: tools, prompts, resources (with
-subscriptions) and completion, but no logging/setLevel and no requests
-from the servers to the client (sampling, elicitation, roots).
+subscriptions), completion and logging, but no requests from the servers
+to the client (sampling, elicitation, roots).
 
 Flags:
   --config FILE   the YAML configuration (see examples/gateway/)

@@ -58,7 +58,8 @@ func (g *Gateway) NewMethods(enc *mcp.Encoder, lister *Lister, limits guard.Limi
 
 // Serve answers r, one of tools/list, prompts/list, prompts/get,
 // resources/list, resources/templates/list, resources/read,
-// resources/subscribe, resources/unsubscribe and completion/complete. It
+// resources/subscribe, resources/unsubscribe, completion/complete and
+// logging/setLevel. It
 // returns the result object; or an *Error to answer with (params that do
 // not fit are -32602 with HTTP status 200, as a JSON-RPC error is); or
 // ctx's cause when the caller went away first; any other error is the
@@ -81,6 +82,19 @@ func (ms *Methods) Serve(ctx context.Context, r MethodRequest) ([]byte, error) {
 		return ms.readResource(ctx, r)
 	case "resources/subscribe", "resources/unsubscribe":
 		return ms.subscribe(ctx, r)
+	case "logging/setLevel":
+		var p struct {
+			Level *string        `json:"level"`
+			Meta  jsontext.Value `json:"_meta"`
+		}
+		if r.Params == nil || json.Unmarshal(r.Params, &p, json.RejectUnknownMembers(true)) != nil || p.Level == nil || !ValidLogLevel(*p.Level) {
+			return nil, invalidParams("level must be one of debug, info, notice, warning, error, critical, alert, emergency")
+		}
+		if !ms.g.SetLogLevel(ctx, LogLevelRequest{Level: *p.Level, RequestID: r.RequestID, Principal: r.Principal}) {
+			return nil, &Error{Code: jsonrpc.CodeMethodNotFound, Status: http.StatusOK,
+				Message: `Method not found: "logging/setLevel": no connected server offers logging`}
+		}
+		return ms.enc.Empty(r.Version), nil
 	case "completion/complete":
 		res, err := ms.g.Complete(ctx, CompletionRequest{Params: r.Params, RequestID: r.RequestID, Principal: r.Principal})
 		if errors.Is(err, ErrCompletionParams) {

@@ -69,9 +69,8 @@ func (c *sessionCatalog) Watch() (<-chan struct{}, func()) {
 
 // SessionRelay is what the stdio front serves besides tools, as package
 // session serves it: the catalog's prompts and resources, resource
-// subscriptions and completion, for its one client p, through the same
-// [Methods] as the HTTP front. It declares no logging: the stdio front
-// relays no log levels (README, "Not yet"). It takes the gateway's
+// subscriptions, completion and logging/setLevel, for its one client p,
+// through the same [Methods] as the HTTP front. It takes the gateway's
 // resource updates (OnResourceUpdated), so a gateway has one such relay,
 // and no HTTP front beside it.
 func (g *Gateway) SessionRelay(enc *mcp.Encoder, cursorKey []byte, p auth.Principal) session.Relay {
@@ -109,11 +108,7 @@ const maxPendingUpdates = 64
 
 var _ session.Relay = (*sessionRelay)(nil)
 
-func (r *sessionRelay) Offered() mcp.Offered {
-	o := r.g.Offered()
-	o.Logging = false
-	return o
-}
+func (r *sessionRelay) Offered() mcp.Offered { return r.g.Offered() }
 
 func (r *sessionRelay) Serve(ctx context.Context, version, method string, params jsontext.Value) ([]byte, *jsonrpc.Error) {
 	rid := NewRequestID()
@@ -265,6 +260,9 @@ func (t *relayTool) Call(ctx context.Context, args jsontext.Value) (tool.Result,
 	if p := tool.ProgressOf(ctx); p != nil {
 		c.ProgressToken, c.Progress = p.Token, p.Send
 	}
+	// The downstream's log messages while it serves the call reach the
+	// one client (tagged with the server's name, as over HTTP).
+	c.Messages = tool.MessagesOf(ctx)
 	res, err := t.g.Invoke(ctx, c)
 	var gwErr *Error
 	if errors.As(err, &gwErr) {

@@ -58,6 +58,11 @@ func (ss *Session) startCall(r replier, m *jsonrpc.Message, version string) {
 	if token != nil {
 		ctx = tool.WithProgress(ctx, &tool.Progress{Token: token, Send: ss.sendProgress})
 	}
+	if ss.srv.opts.Relay != nil {
+		// Only a relaying server declares logging, so only its tools
+		// may pass log messages on.
+		ctx = tool.WithMessages(ctx, ss.sendMessage)
+	}
 	place := ss.srv.limiter.Reserve()
 	ss.workers.run(func() { ss.runCall(ctx, c, r, m, version, t, args, place) })
 }
@@ -192,6 +197,18 @@ func (ss *Session) logCall(name string, id jsonrpc.ID, outcome string, start tim
 // is sent as it comes, before the call's answer, even in a batch.
 func (ss *Session) sendProgress(params jsontext.Value) {
 	msg := append([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`), params...)
+	ss.send(append(msg, '}'))
+}
+
+// sendMessage writes one notifications/message to the client, compact:
+// params come from a downstream, and a line break in their whitespace
+// must not reach the output.
+func (ss *Session) sendMessage(params jsontext.Value) {
+	params = params.Clone()
+	if params.Compact() != nil {
+		return
+	}
+	msg := append([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":`), params...)
 	ss.send(append(msg, '}'))
 }
 

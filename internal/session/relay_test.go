@@ -12,6 +12,7 @@ import (
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 	"github.com/mcp-bastion/bastion/internal/session"
+	"github.com/mcp-bastion/bastion/internal/tool"
 )
 
 // fakeRelay serves prompts and resources as the test sets them up:
@@ -174,5 +175,54 @@ func TestRelayListChanged(t *testing.T) {
 	rl2.changes <- session.Change{Lists: mcp.Listen{Prompts: true}}
 	if m := mustString(t, h2.recv()); !strings.Contains(m, `"method":"notifications/prompts/list_changed"`) || !strings.Contains(m, `/subscriptionId":"s"`) {
 		t.Fatalf("on the subscription: %s", m)
+	}
+}
+
+// TestRelayMessages: a relaying server's tool passes log messages on to
+// the client while it serves a call, each one compact line before the
+// answer; a server without a Relay gives its tools no way to.
+func TestRelayMessages(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var hadMessages []bool
+	logger := tool.MustNew(tool.Descriptor{
+		Name:        "logger",
+		InputSchema: jsontext.Value(`{"type":"object","additionalProperties":false}`),
+	}, func(ctx context.Context, _ struct{}) (blockOut, error) {
+		send := tool.MessagesOf(ctx)
+		hadMessages = append(hadMessages, send != nil)
+		if send != nil {
+			send(jsontext.Value("{\"level\":\"info\",\n\t\"data\": \"line\"\r\n}"))
+		}
+		return blockOut{OK: true}, nil
+	})
+	reg, err := tool.NewRegistry(logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: reg}, Relay: newFakeRelay(mcp.Offered{Logging: true})})
+	stop := time.AfterFunc(30*time.Second, func() { h.in.Close(); cancel() })
+	defer stop.Stop()
+	h.init()
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"logger","arguments":{}}}`)
+	line, err := h.out.ReadBytes('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(line); got != `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"line"}}`+"\n" {
+		t.Fatalf("the log message: %q", got)
+	}
+	if m := h.recv(); m["id"] != float64(1) {
+		t.Fatalf("after the log message: %v", m)
+	}
+
+	plain := newHarness(t, ctx, session.Options{Tools: reg})
+	plain.init()
+	plain.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"logger","arguments":{}}}`)
+	if m := plain.recv(); m["id"] != float64(1) {
+		t.Fatalf("without a relay: %v", m)
+	}
+	if len(hadMessages) != 2 || !hadMessages[0] || hadMessages[1] {
+		t.Errorf("the tool had a way to send log messages: %v (with a relay, without)", hadMessages)
 	}
 }

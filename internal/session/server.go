@@ -111,6 +111,7 @@ var RelayedMethods = map[string]func(mcp.Offered) bool{
 	"resources/subscribe":      func(o mcp.Offered) bool { return o.Subscribe },
 	"resources/unsubscribe":    func(o mcp.Offered) bool { return o.Subscribe },
 	"completion/complete":      func(o mcp.Offered) bool { return o.Completions },
+	"logging/setLevel":         func(o mcp.Offered) bool { return o.Logging },
 }
 
 // Options configure a Server. Zero durations and counts take the defaults.

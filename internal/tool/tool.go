@@ -108,6 +108,23 @@ func ProgressOf(ctx context.Context) *Progress {
 	return p
 }
 
+// WithMessages returns ctx carrying send, which writes one
+// notifications/message with the given params to the client of the call:
+// how a relaying tool passes on the log messages its server sends while
+// it serves the call.
+func WithMessages(ctx context.Context, send func(params jsontext.Value)) context.Context {
+	return context.WithValue(ctx, messagesKey{}, send)
+}
+
+// MessagesOf returns what WithMessages put in ctx, or nil when the server
+// relays no log messages.
+func MessagesOf(ctx context.Context) func(params jsontext.Value) {
+	send, _ := ctx.Value(messagesKey{}).(func(jsontext.Value))
+	return send
+}
+
+type messagesKey struct{}
+
 // Tool is a callable tool. Implementations must be safe for concurrent use:
 // the session runs calls in parallel.
 type Tool interface {

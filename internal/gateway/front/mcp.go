@@ -469,7 +469,8 @@ func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress fun
 		return ok(s.enc.Discover())
 	case "tools/call":
 		return x.call(ctx, m, progress)
-	case "tools/list", "prompts/list", "prompts/get", "resources/list", "resources/templates/list", "resources/read", "completion/complete":
+	case "tools/list", "prompts/list", "prompts/get", "resources/list", "resources/templates/list", "resources/read",
+		"completion/complete", "logging/setLevel":
 		res, err := s.methods.Serve(ctx, gateway.MethodRequest{Method: m.Method, Version: x.version, Params: m.Params, RequestID: x.rid, Principal: x.p})
 		return x.answer(ctx, m, err, func() []byte { return res })
 	case "resources/subscribe", "resources/unsubscribe":
@@ -480,18 +481,6 @@ func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress fun
 		}
 		res, err := s.methods.Serve(ctx, r)
 		return x.answer(ctx, m, err, func() []byte { return res })
-	case "logging/setLevel":
-		var p struct {
-			Level *string        `json:"level"`
-			Meta  jsontext.Value `json:"_meta"`
-		}
-		if m.Params == nil || json.Unmarshal(m.Params, &p, json.RejectUnknownMembers(true)) != nil || p.Level == nil || !gateway.ValidLogLevel(*p.Level) {
-			return fail(http.StatusOK, jsonrpc.CodeInvalidParams, "Invalid params: level must be one of debug, info, notice, warning, error, critical, alert, emergency")
-		}
-		if !s.g.SetLogLevel(ctx, gateway.LogLevelRequest{Level: *p.Level, RequestID: x.rid, Principal: x.p}) {
-			return fail(http.StatusOK, jsonrpc.CodeMethodNotFound, "Method not found: \"logging/setLevel\": no connected server offers logging")
-		}
-		return ok(s.enc.Empty(x.version))
 	}
 	return fail(http.StatusOK, jsonrpc.CodeMethodNotFound, "Method not found: "+problem.Quote(m.Method))
 }
