@@ -55,7 +55,8 @@ quarantined until approved again. The evidence bundle is kept current in
 By default the gateway serves Streamable HTTP (both protocol eras) at the
 configured listen address and path, with GET /healthz (liveness) and
 GET /readyz (every server discovered or failed closed). With --stdio it
-serves one client on stdin/stdout instead: tools, prompts, resources (with
+serves one client on stdin/stdout instead, once every server is discovered
+or failed closed (as GET /readyz says): tools, prompts, resources (with
 subscriptions), completion and logging, but no requests from the servers
 to the client (sampling, elicitation, roots).
 
@@ -242,6 +243,13 @@ func gatewayStdio(ctx context.Context, cfg *gwconfig.Config, g *gateway.Gateway,
 		fmt.Fprintf(e.stderr, "bastion gateway: %v\n", err)
 		return exitFailure
 	}
+	// A stdio client initializes the moment it has started the gateway,
+	// and the answer is the session's one word on what is offered besides
+	// tools (prompts, resources, completion): serving waits, bounded as
+	// `bastion admit` is, until every server has settled.
+	if waitSettled(ctx, g, cfg.Discovery.ListTimeout.D()+30*time.Second, e.signals, log) {
+		return exitOK
+	}
 	stdin, stdout, restore := e.stdio()
 	defer restore()
 	if err := stdio.Serve(ctx, srv, stdin, stdout, int(cfg.Limits.Body), e.signals, log); err != nil {
@@ -249,6 +257,30 @@ func gatewayStdio(ctx context.Context, cfg *gwconfig.Config, g *gateway.Gateway,
 		return exitFailure
 	}
 	return exitOK
+}
+
+// waitSettled waits until every server of g has been discovered or has
+// failed closed, or limit has passed (then serving starts with what is
+// offered by then). It reports true when ctx ended or a signal came
+// first: the gateway then stops without serving.
+func waitSettled(ctx context.Context, g *gateway.Gateway, limit time.Duration, signals <-chan os.Signal, log *slog.Logger) bool {
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !g.Ready() {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			log.Warn("not every server settled in time; serving what is offered", slog.Duration("waited", limit))
+			return false
+		case <-ctx.Done():
+			return true
+		case <-signals:
+			return true
+		}
+	}
+	return false
 }
 
 // sessionKey reads the sealing key from the variable the configuration
