@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -254,21 +255,44 @@ func TestGatewayStdioSubscriptions(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// touchUpdates calls fx.touch, which updates every subscribed
-	// resource before it answers, and returns the updates heard first.
-	touchUpdates := func(id int) []string {
+	// resource before it answers, and returns the updates heard: want of
+	// them, or, when want is 0, those heard within a moment of the
+	// answer. An update is a notification of its own, not part of the
+	// call's answer: it may be written before or after it.
+	touchUpdates := func(id, want int) []string {
 		t.Helper()
 		p.call(id, "fx.touch", map[string]any{})
 		var updated []string
-		for {
-			m := p.recv()
+		var grace <-chan time.Time
+		for answered := false; !answered || len(updated) < want; {
+			var m msg
+			if answered && want == 0 {
+				if grace == nil {
+					grace = time.After(500 * time.Millisecond)
+				}
+				select {
+				case line, ok := <-p.lines:
+					if !ok {
+						t.Fatalf("server closed stdout; stderr:\n%s", p.stderr.String())
+					}
+					if err := json.Unmarshal(line, &m); err != nil {
+						t.Fatalf("stdout line is not a JSON object: %v: %q", err, line)
+					}
+				case <-grace:
+					return updated
+				}
+			} else {
+				m = p.recv()
+			}
 			if m["method"] == "notifications/resources/updated" {
 				updated = append(updated, mustJSON(t, m["params"]))
 				continue
 			}
 			if m["id"] == float64(id) {
-				return updated
+				answered = true
 			}
 		}
+		return updated
 	}
 	p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe", "params": map[string]any{"uri": "file:///docs/readme.md"}})
 	if m := mustJSON(t, p.recvID(1)); !strings.Contains(m, `"result":{}`) {
@@ -278,14 +302,14 @@ func TestGatewayStdioSubscriptions(t *testing.T) {
 	if m := mustJSON(t, p.recvID(2)); !strings.Contains(m, "-32001") {
 		t.Errorf("the viewer's subscription to the secret resource: %s", m)
 	}
-	if got := touchUpdates(3); !slices.Equal(got, []string{`{"uri":"file:///docs/readme.md"}`}) {
+	if got := touchUpdates(3, 1); !slices.Equal(got, []string{`{"uri":"file:///docs/readme.md"}`}) {
 		t.Errorf("updates heard while subscribed: %v", got)
 	}
 	p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 4, "method": "resources/unsubscribe", "params": map[string]any{"uri": "file:///docs/readme.md"}})
 	if m := mustJSON(t, p.recvID(4)); !strings.Contains(m, `"result":{}`) {
 		t.Fatalf("resources/unsubscribe: %s", m)
 	}
-	if got := touchUpdates(5); len(got) != 0 {
+	if got := touchUpdates(5, 0); len(got) != 0 {
 		t.Errorf("updates heard after unsubscribing: %v", got)
 	}
 	p.closeStdin()
