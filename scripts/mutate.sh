@@ -776,11 +776,23 @@ mutate session-cancelled-withheld "a request the client cancelled is answered an
 	'\t_ = cancelled' \
 	-- "$sessionpkg" 'TestRelayIsATask'
 
-mutate session-relay-listen-offered "a 2026-07-28 subscription hears prompt list changes the relay does not offer" \
+mutate session-relay-listen-offered "a 2026-07-28 subscription on a server without a relay is told it will hear prompt list changes" \
 	internal/session/subscribe.go \
-	'heard\.Prompts = want\.Prompts && off\.Prompts\n\t\theard\.Resources = want\.Resources && off\.Resources' \
-	'heard.Prompts = want.Prompts && (off.Prompts || true)\n\t\theard.Resources = want.Resources && (off.Resources || true)' \
+	'\tif ss\.srv\.opts\.Relay != nil \{\n\t\theard\.Prompts, heard\.Resources' \
+	'\tif true {\n\t\theard.Prompts, heard.Resources' \
 	-- "$sessionpkg" 'TestRelayListChanged'
+
+mutate stdio-waits-settled "--stdio serves before every server settled, so initialize declares no prompts" \
+	cmd/bastion/gateway.go \
+	'for !g\.Ready\(\) \{' \
+	'for false {' \
+	-- ./e2e 'TestGatewayStdioDeclaresAtInitialize'
+
+mutate stdio-unsubscribe "resources/unsubscribe leaves the subscription in place" \
+	internal/gateway/methods.go \
+	'err = ms\.g\.Unsubscribe\(ctx, c\)' \
+	'err = nil' \
+	-- ./e2e 'TestGatewayStdioSubscriptions'
 
 mutate gw-stdio-messages "a downstream's log messages during a --stdio call never reach the client" \
 	internal/gateway/session.go \

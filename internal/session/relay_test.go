@@ -137,8 +137,8 @@ func TestRelayIsATask(t *testing.T) {
 
 // TestRelayListChanged: the prompt and resource list changes the relay
 // reports reach an initialized legacy session as notifications, and a
-// 2026-07-28 subscription only for the lists it asked for and the relay
-// offers.
+// 2026-07-28 subscription for the lists it asked for, even those no
+// server offers yet; a server without a relay announces neither.
 func TestRelayListChanged(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -164,17 +164,24 @@ func TestRelayListChanged(t *testing.T) {
 		t.Fatalf("after a resource update: %s", m)
 	}
 
-	rl2 := newFakeRelay(mcp.Offered{Prompts: true})
+	// Nothing is offered yet: a server that connects later changes
+	// the lists, so the subscription hears them.
+	rl2 := newFakeRelay(mcp.Offered{})
 	h2 := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: newTools(t, nil)}, Relay: rl2})
 	h2.send(`{"jsonrpc":"2.0","id":"s","method":"subscriptions/listen","params":{"notifications":{"promptsListChanged":true,"resourcesListChanged":true},` + modernMeta + `}}`)
 	ack := mustString(t, h2.recv())
-	if !strings.Contains(ack, `"promptsListChanged":true`) || strings.Contains(ack, `resourcesListChanged`) {
+	if !strings.Contains(ack, `"promptsListChanged":true`) || !strings.Contains(ack, `"resourcesListChanged":true`) {
 		t.Fatalf("acknowledged: %s", ack)
 	}
-	rl2.changes <- session.Change{Lists: mcp.Listen{Resources: true}} // not heard: not offered
-	rl2.changes <- session.Change{Lists: mcp.Listen{Prompts: true}}
-	if m := mustString(t, h2.recv()); !strings.Contains(m, `"method":"notifications/prompts/list_changed"`) || !strings.Contains(m, `/subscriptionId":"s"`) {
+	rl2.changes <- session.Change{Lists: mcp.Listen{Resources: true}}
+	if m := mustString(t, h2.recv()); !strings.Contains(m, `"method":"notifications/resources/list_changed"`) || !strings.Contains(m, `/subscriptionId":"s"`) {
 		t.Fatalf("on the subscription: %s", m)
+	}
+
+	h3 := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: newTools(t, nil)}})
+	h3.send(`{"jsonrpc":"2.0","id":"s","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"promptsListChanged":true},` + modernMeta + `}}`)
+	if ack := mustString(t, h3.recv()); !strings.Contains(ack, `"toolsListChanged":true`) || strings.Contains(ack, "promptsListChanged") {
+		t.Fatalf("acknowledged without a relay: %s", ack)
 	}
 }
 

@@ -41,12 +41,13 @@ func (ss *Session) listen(r replier, m *jsonrpc.Message) {
 		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest, "Invalid request: too many open subscriptions"))
 		return
 	}
-	// The lists this server announces; never resource updates.
+	// The lists this server announces; never resource updates. With a
+	// Relay, prompts and resources are heard whether or not a server
+	// offers them at this moment: one that connects later, or comes
+	// back after a restart, changes the lists (as on the HTTP front).
 	heard := mcp.Listen{Tools: want.Tools}
-	if rl := ss.srv.opts.Relay; rl != nil {
-		off := rl.Offered()
-		heard.Prompts = want.Prompts && off.Prompts
-		heard.Resources = want.Resources && off.Resources
+	if ss.srv.opts.Relay != nil {
+		heard.Prompts, heard.Resources = want.Prompts, want.Resources
 	}
 	ss.send(mcp.SubscriptionAcknowledged(m.ID, heard))
 	if heard == (mcp.Listen{}) {
