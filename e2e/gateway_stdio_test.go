@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -57,24 +56,7 @@ func TestGatewayStdioRelay(t *testing.T) {
 	for _, version := range []string{"", "2025-11-25"} {
 		t.Run("era "+version, func(t *testing.T) {
 			ctx := ctxT(t)
-			cmd := exec.Command(bin("bastion"), "gateway", "--stdio", "--config", path)
-			cmd.Env = baseEnv("E2E_TOKENS=" + tokensEnv())
-			stderr := &syncBuffer{}
-			cmd.Stderr = stderr
-			client := sdkmcp.NewClient(&sdkmcp.Implementation{Name: "bastion-e2e-gosdk", Version: "1.0.0"}, nil)
-			var opts *sdkmcp.ClientSessionOptions
-			if version != "" {
-				opts = &sdkmcp.ClientSessionOptions{ProtocolVersion: version}
-			}
-			cs, err := client.Connect(ctx, &sdkmcp.CommandTransport{Command: cmd, TerminateDuration: waitLimit}, opts)
-			if err != nil {
-				t.Fatalf("connect: %v; stderr:\n%s", err, stderr.String())
-			}
-			defer func() {
-				if t.Failed() {
-					t.Logf("gateway stderr:\n%s", stderr.String())
-				}
-			}()
+			cs := goSDKCommandSession(t, version, baseEnv("E2E_TOKENS="+tokensEnv()), "gateway", "--stdio", "--config", path)
 			// Discovery may still be running: until the fixture is
 			// connected nothing offers prompts (-32601), and its
 			// resources are discovered after its prompts.

@@ -25,8 +25,15 @@ import (
 // returns its exit error, so a nil error means the server exited 0.
 func goSDKSession(t *testing.T, version string) *mcp.ClientSession {
 	t.Helper()
-	cmd := exec.Command(bin("bastion"), "serve")
-	cmd.Env = baseEnv()
+	return goSDKCommandSession(t, version, baseEnv(), "serve")
+}
+
+// goSDKCommandSession is goSDKSession with the bastion subcommand and
+// arguments args, run with env.
+func goSDKCommandSession(t *testing.T, version string, env []string, args ...string) *mcp.ClientSession {
+	t.Helper()
+	cmd := exec.Command(bin("bastion"), args...)
+	cmd.Env = env
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "bastion-e2e-gosdk", Version: "1.0.0"}, nil)
