@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -204,12 +205,40 @@ func (ss *Session) sendProgress(params jsontext.Value) {
 // params come from a downstream, and a line break in their whitespace
 // must not reach the output.
 func (ss *Session) sendMessage(params jsontext.Value) {
+	if min := ss.logLevel.Load(); min > 0 && logLevelRank(params) < min {
+		return // below what the client asked for
+	}
 	params = params.Clone()
 	if params.Compact() != nil {
 		return
 	}
 	msg := append([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":`), params...)
 	ss.send(append(msg, '}'))
+}
+
+// logLevels are the syslog severities of logging/setLevel, most verbose
+// first.
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// logLevelRank is one plus the index in logLevels of the level in params
+// (a logging/setLevel's or a notifications/message's); 0 for none.
+func logLevelRank(params jsontext.Value) int32 {
+	var p struct {
+		Level string `json:"level"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return 0
+	}
+	return int32(slices.Index(logLevels, p.Level) + 1)
+}
+
+// setLogLevel records the level of a logging/setLevel the Relay accepted:
+// the client then hears that level and more severe (the gateway keeps a
+// downstream at the most verbose level any of its callers asked for).
+func (ss *Session) setLogLevel(params jsontext.Value) {
+	if r := logLevelRank(params); r > 0 {
+		ss.logLevel.Store(r)
+	}
 }
 
 // argumentError answers a call whose arguments were refused, in the

@@ -49,6 +49,9 @@ func (ss *Session) runRelay(ctx context.Context, c *call, r replier, m *jsonrpc.
 			answer.ID = m.ID
 			return jsonrpc.AppendError(nil, &answer)
 		case res != nil:
+			if m.Method == "logging/setLevel" {
+				ss.setLogLevel(m.Params)
+			}
 			return ss.result(m.ID, res)
 		}
 		// ctx ended first. A client's cancellation gets no answer

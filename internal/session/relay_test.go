@@ -233,3 +233,39 @@ func TestRelayMessages(t *testing.T) {
 		t.Errorf("the tool had a way to send log messages: %v (with a relay, without)", hadMessages)
 	}
 }
+
+// TestRelayMessagesLevel: once the client's logging/setLevel is accepted,
+// a relaying server passes on only log messages of that level or more
+// severe, whatever its downstream sends.
+func TestRelayMessagesLevel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logger := tool.MustNew(tool.Descriptor{
+		Name:        "logger",
+		InputSchema: jsontext.Value(`{"type":"object","additionalProperties":false}`),
+	}, func(ctx context.Context, _ struct{}) (blockOut, error) {
+		send := tool.MessagesOf(ctx)
+		send(jsontext.Value(`{"level":"info","data":"chatter"}`))
+		send(jsontext.Value(`{"level":"error","data":"broken"}`))
+		return blockOut{OK: true}, nil
+	})
+	reg, err := tool.NewRegistry(logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: reg}, Relay: newFakeRelay(mcp.Offered{Logging: true})})
+	stop := time.AfterFunc(30*time.Second, func() { h.in.Close(); cancel() })
+	defer stop.Stop()
+	h.init()
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"warning"}}`)
+	if m := h.recv(); m["id"] != float64(1) {
+		t.Fatalf("logging/setLevel: %v", m)
+	}
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"logger","arguments":{}}}`)
+	if m := mustString(t, h.recv()); m != `{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"broken","level":"error"}}` {
+		t.Fatalf("the first message after logging/setLevel warning: %s", m)
+	}
+	if m := h.recv(); m["id"] != float64(2) {
+		t.Fatalf("after the log message: %v", m)
+	}
+}

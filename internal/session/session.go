@@ -71,6 +71,11 @@ type Session struct {
 	// catalog watcher reads it.
 	listChanged atomic.Bool
 
+	// logLevel is the client's last accepted logging/setLevel, as one
+	// plus its index in logLevels; 0 until it sets one. Log messages
+	// below it are not passed on.
+	logLevel atomic.Int32
+
 	// subMu guards subs, the open 2026-07-28 subscriptions/listen
 	// requests. It is held while their messages are written, so that
 	// none follows the answer ending one.
