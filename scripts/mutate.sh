@@ -782,6 +782,18 @@ mutate session-relay-listen-offered "a 2026-07-28 subscription on a server witho
 	'\tif true {\n\t\theard.Prompts, heard.Resources' \
 	-- "$sessionpkg" 'TestRelayListChanged'
 
+mutate loglevel-filter "a relaying session passes on log messages below the client's level" \
+	internal/session/call.go \
+	'min > 0 && logLevelRank\(params\) < min' \
+	'false && logLevelRank(params) < min' \
+	-- "$sessionpkg" 'TestRelayMessagesLevel'
+
+mutate loglevel-record "a relaying session never records the client's logging/setLevel" \
+	internal/session/relay.go \
+	'if m\.Method == "logging/setLevel" \{' \
+	'if m.Method == "logging/setlevel" {' \
+	-- "$sessionpkg" 'TestRelayMessagesLevel'
+
 mutate stdio-waits-settled "--stdio serves before every server settled, so initialize declares no prompts" \
 	cmd/bastion/gateway.go \
 	'for !g\.Ready\(\) \{' \

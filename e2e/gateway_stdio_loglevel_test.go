@@ -9,7 +9,7 @@ import (
 // error and above (MCP logging: "server then sends that level and more
 // severe"; decision 23: the level the gateway relays to that caller), yet
 // an info message from the downstream still reaches it.
-func TestReviewStdioSetLevelRaised(t *testing.T) {
+func TestGatewayStdioSetLevelRaised(t *testing.T) {
 	mark := newMark()
 	path, _ := stdioRelayConfig(t, mark)
 	p := start(t, "bastion", []string{"gateway", "--stdio", "--config", path}, baseEnv("E2E_TOKENS="+tokensEnv()))
