@@ -978,9 +978,9 @@ mutate gw-list-before-listen "the server is discovered before its notification s
 	-- "$uppkg" 'TestHTTPListChanged'
 
 mutate session-subscription-silent "a 2026-07-28 stdio client's subscription never hears that the tool list changed" \
-	internal/session/session.go \
-	'if tools && !ss\.stopping\.Load\(\) \{' \
-	'if false && tools {' \
+	internal/session/relay.go \
+	'if list\.changed\(heard\) && !ss\.stopping\.Load\(\) \{' \
+	'if false && list.changed(heard) {' \
 	-- ./internal/session 'TestSubscriptionsListen'
 
 mutate gw-authz "a tools/call the deciding rule refuses is forwarded" \
