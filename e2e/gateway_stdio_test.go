@@ -21,6 +21,7 @@ import (
 // stdioRelayConfig writes the configuration of one fixture "fx" offering
 // two prompts, two resources and a template (and logging), behind rules
 // that refuse the stdio viewer the secret prompt and the secret resource.
+// The fixture records what it receives in fixture.log beside path.
 func stdioRelayConfig(t *testing.T, mark string) (path, audit string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -38,6 +39,7 @@ func stdioRelayConfig(t *testing.T, mark string) (path, audit string) {
     - {id: tools, tools: ["*"], roles: ["*"]}
 ` + fmt.Sprintf("audit: {file: %q}\n", audit) + "servers:\n" +
 		fixture("fx", mark, map[string]string{"FIXTURE_NAME": "alpha", "FIXTURE_TOOLS": "echo,touch,log", "FIXTURE_LOGGING": "1",
+			"FIXTURE_LOG":     filepath.Join(dir, "fixture.log"),
 			"FIXTURE_PROMPTS": filepath.Join(dir, "prompts.json"), "FIXTURE_RESOURCES": filepath.Join(dir, "resources.json")})
 	cfg += stateKeys(t, cfg)
 	path = filepath.Join(dir, "gateway.yaml")
@@ -291,6 +293,13 @@ func TestGatewayStdioSubscriptions(t *testing.T) {
 	if m := mustJSON(t, p.recvID(4)); !strings.Contains(m, `"result":{}`) {
 		t.Fatalf("resources/unsubscribe: %s", m)
 	}
+	// The gateway had the only subscription, so the downstream is told:
+	// it speaks 2026-07-28, so the listen request that followed the
+	// resource is cancelled.
+	rec := filepath.Join(filepath.Dir(path), "fixture.log")
+	waitUntil(t, "the downstream told of the unsubscribe", func() bool {
+		return strings.Contains(received(t, rec), `"method":"notifications/cancelled"`)
+	})
 	if got := touchUpdates(5, 0); len(got) != 0 {
 		t.Errorf("updates heard after unsubscribing: %v", got)
 	}
