@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Resources through the gateway, end to end (docs/gateway-surface.md
@@ -404,5 +406,139 @@ func TestGatewayResourceSpellings(t *testing.T) {
 		if strings.Contains(string(a), leak) {
 			t.Errorf("the audit holds %q:\n%s", leak, a)
 		}
+	}
+}
+
+// listenStream opens a 2026-07-28 subscriptions/listen with id, asking for
+// notifications, as tok's principal; it returns the stream's messages,
+// the acknowledgement first, until ctx ends.
+func listenStream(ctx context.Context, t *testing.T, g *gw, tok, id string, notifications map[string]any) <-chan map[string]any {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.url,
+		strings.NewReader(modernBody(id, "subscriptions/listen", map[string]any{"notifications": notifications})))
+	for k, v := range modernHeaders("subscriptions/listen", "") {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("listen: %v %v", err, resp)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return events(t, resp)
+}
+
+// TestGatewayListenResources: in both downstream eras, a 2026-07-28
+// client's subscriptions/listen follows the resources its
+// resourceSubscriptions names (decision 26): each is routed and
+// authorized as a subscription, the acknowledgement names only those
+// followed (not the one the rules refuse, nor one no server offers, and
+// a repeated one once), updates reach that stream tagged with its id and
+// no other stream, and closing the stream unsubscribes the owner. A
+// listen naming more resources than one subscriber may follow is -32602.
+func TestGatewayListenResources(t *testing.T) {
+	for _, era := range []string{"modern", "legacy"} {
+		t.Run(era, func(t *testing.T) {
+			suiteLeaks.secret(adminToken, viewerToken, supportTok)
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "r.json"), `{"resources":[`+resourceDesc("file:///watched.md", "watched", "W.")+`,`+
+				resourceDesc("file:///secret.md", "secret", "S.")+`]}`)
+			rec := filepath.Join(dir, "rec.log")
+			mark := newMark()
+			pol := "policy:\n  rules:\n    - {id: secret, resources: [\"fx:file:///secret.md\"], roles: [admin]}\n" +
+				"    - {id: reads, resources: [\"*:*\"], roles: [\"*\"]}\n    - {id: tools, tools: [\"*\"], roles: [\"*\"]}\n  rate: {per_principal: \"off\"}\n"
+			body := "auth:\n  tokens_env: E2E_TOKENS\n" + pol + "servers:\n" +
+				fixture("fx", mark, map[string]string{"FIXTURE_RESOURCES": filepath.Join(dir, "r.json"), "FIXTURE_LOG": rec,
+					"FIXTURE_TOOLS": "touch", "FIXTURE_ERA": era})
+			g := startGatewayWith(t, mark, body, "E2E_TOKENS="+tokensEnv())
+			ctx, cancel := context.WithCancel(ctxT(t))
+			defer cancel()
+			aliceCtx, aliceCloses := context.WithCancel(ctx)
+			alice := listenStream(aliceCtx, t, g, viewerToken, "a-1", map[string]any{"resourceSubscriptions": []string{
+				"file:///watched.md", "file:///secret.md", "file:///nothing.md", "file:///watched.md"}})
+			bob := listenStream(ctx, t, g, supportTok, "b-1", map[string]any{"toolsListChanged": true})
+
+			ack := next(t, alice, "the acknowledgement")
+			if got := mustJSON(t, ack["params"]); ack["method"] != "notifications/subscriptions/acknowledged" ||
+				got != `{"_meta":{"io.modelcontextprotocol/subscriptionId":"a-1"},"notifications":{"resourceSubscriptions":["file:///watched.md"]}}` {
+				t.Fatalf("the acknowledgement: %v %s", ack["method"], got)
+			}
+			next(t, bob, "the other acknowledgement")
+			if strings.Contains(received(t, rec), "secret.md") {
+				t.Error("a refused subscription reached the downstream")
+			}
+			for _, want := range []string{`"method":"subscriptions/listen","resource":"file:///secret.md","rule":"secret","outcome":"deny"`,
+				`"method":"subscriptions/listen","resource":"file:///watched.md","rule":"reads","outcome":"allow"`} {
+				if !strings.Contains(g.p.stderr.String(), want) {
+					t.Errorf("the audit lacks %s", want)
+				}
+			}
+			waitUntil(t, "the downstream subscribed", func() bool { return strings.Contains(received(t, rec), "file:///watched.md") })
+
+			structured(t, callAs(g, adminToken, "fx.touch", map[string]any{}, 1))
+			m := next(t, alice, "the update")
+			if got := mustJSON(t, m["params"]); m["method"] != "notifications/resources/updated" ||
+				got != `{"_meta":{"io.modelcontextprotocol/subscriptionId":"a-1"},"uri":"file:///watched.md"}` {
+				t.Errorf("the listener heard %v %s", m["method"], got)
+			}
+			select {
+			case m := <-bob:
+				t.Errorf("a stream that follows no resource heard %v", m)
+			case <-time.After(300 * time.Millisecond):
+			}
+
+			// Closing the stream ends the only subscription, so the owner
+			// is told: a legacy one with resources/unsubscribe, a modern
+			// one by the cancellation of the listen that followed it.
+			aliceCloses()
+			told := `"method":"resources/unsubscribe"`
+			if era == "modern" {
+				told = `"method":"notifications/cancelled"`
+			}
+			waitUntil(t, "the downstream told of the closed stream", func() bool { return strings.Contains(received(t, rec), told) })
+
+			many := make([]string, 65)
+			for i := range many {
+				many[i] = fmt.Sprintf("file:///watched.md?%d", i)
+			}
+			h := modernHeaders("subscriptions/listen", "")
+			h["Accept"], h["Authorization"] = "text/event-stream", "Bearer "+viewerToken
+			r := g.mustPost(h, modernBody("c-1", "subscriptions/listen", map[string]any{"notifications": map[string]any{"resourceSubscriptions": many}}))
+			if code, _ := errorOf(t, r.msg(t)); code != -32602 {
+				t.Errorf("a listen naming 65 resources: HTTP %d %s", r.status, r.body)
+			}
+
+			// The official Go SDK client subscribes in the 2026-07-28 way
+			// (a listen per resource, which Subscribe opens and leaves open
+			// until Unsubscribe) and hears the update.
+			updated := make(chan string, 16)
+			client := sdkmcp.NewClient(&sdkmcp.Implementation{Name: "bastion-e2e-gosdk", Version: "1.0.0"}, &sdkmcp.ClientOptions{
+				ResourceUpdatedHandler: func(_ context.Context, req *sdkmcp.ResourceUpdatedNotificationRequest) { updated <- req.Params.URI }})
+			cs, err := client.Connect(ctx, &sdkmcp.StreamableClientTransport{Endpoint: g.url, HTTPClient: &http.Client{Transport: bearerTransport{viewerToken}}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if err := cs.Subscribe(ctx, &sdkmcp.SubscribeParams{URI: "file:///watched.md"}); err != nil {
+				t.Fatal(err)
+			}
+			heard := ""
+			for id := 2; heard == "" && id < 2+int(waitLimit/(100*time.Millisecond)); id++ {
+				structured(t, callAs(g, adminToken, "fx.touch", map[string]any{}, id))
+				select {
+				case heard = <-updated:
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			if heard != "file:///watched.md" {
+				t.Fatalf("the Go SDK client heard %q", heard)
+			}
+			if err := cs.Unsubscribe(ctx, &sdkmcp.UnsubscribeParams{URI: "file:///watched.md"}); err != nil {
+				t.Fatal(err)
+			}
+			waitUntil(t, "the downstream told of the Go SDK's unsubscribe", func() bool { return strings.Count(received(t, rec), told) >= 2 })
+		})
 	}
 }

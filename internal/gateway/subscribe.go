@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -83,7 +85,14 @@ type SubscribeRequest struct {
 	URI        string
 	RequestID  string
 	Principal  auth.Principal
+	// Method is the client's method, as the audit names it:
+	// resources/subscribe when empty.
+	Method string
 }
+
+// MaxListenResources is how many resources one subscriptions/listen may
+// name: as many as one subscriber may follow.
+const MaxListenResources = maxSubscriptionsPerSubscriber
 
 // errNoSubscribe answers a subscription to a resource whose server does
 // not declare resources.subscribe.
@@ -98,7 +107,11 @@ func errNoSubscribe(server string) *Error {
 // subscribed with the URI's first subscriber. Updates then reach this
 // subscriber, and no one who did not subscribe.
 func (g *Gateway) Subscribe(ctx context.Context, c SubscribeRequest) error {
-	server, err := g.subscribable(c, "resources/subscribe")
+	method := c.Method
+	if method == "" {
+		method = "resources/subscribe"
+	}
+	server, err := g.subscribable(c, method)
 	if err != nil {
 		return err
 	}
@@ -174,6 +187,41 @@ func (g *Gateway) Subscribe(ctx context.Context, c SubscribeRequest) error {
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// SubscribeAll subscribes c.Subscriber to each of uris at once, each as
+// Subscribe does one (routed, authorized and audited on its own), for a
+// 2026-07-28 subscriptions/listen, and returns those it now follows, in
+// the order of uris. One that fails is left out, for the stream's
+// acknowledgement names only what it will carry (decision 26); more than
+// MaxListenResources is -32602, and subscribes none.
+func (g *Gateway) SubscribeAll(ctx context.Context, c SubscribeRequest, uris []string) ([]string, error) {
+	if len(uris) > MaxListenResources {
+		return nil, invalidParams(fmt.Sprintf("resourceSubscriptions names more than %d resources", MaxListenResources))
+	}
+	ok := make([]bool, len(uris))
+	var wg sync.WaitGroup
+	for i, uri := range uris {
+		wg.Go(func() {
+			one := c
+			one.URI = uri
+			err := g.Subscribe(ctx, one)
+			ok[i] = err == nil
+			var refused *Error
+			if errors.As(err, &refused) {
+				// The code only: a downstream's message is its own words.
+				g.log.Debug("a resource subscription of a listen was not honoured", slog.String("request_id", c.RequestID), slog.Int("code", refused.Code))
+			}
+		})
+	}
+	wg.Wait()
+	var followed []string
+	for i, uri := range uris {
+		if ok[i] {
+			followed = append(followed, uri)
+		}
+	}
+	return followed, nil
 }
 
 // has reports whether sub follows k; a nil sub follows nothing.

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -22,32 +23,40 @@ const MetaSubscriptionID = "io.modelcontextprotocol/subscriptionId"
 // method's schema.
 var ErrListenParams = errors.New("params do not match subscriptions/listen")
 
-// Listen is what a subscriptions/listen asks to hear.
+// Listen is which list changes a subscriptions/listen asks to hear.
 type Listen struct {
 	Tools, Prompts, Resources bool
-	// ResourceSubscriptions: the request names resources to follow.
-	ResourceSubscriptions bool
 }
 
-// ListenParams reads the params of a subscriptions/listen: which
-// notifications the client asked for. Unknown members are refused.
-func ListenParams(params []byte) (Listen, error) {
+// ListenParams reads the params of a subscriptions/listen: which list
+// changes the client asked to hear, and the resources whose updates it
+// asks to follow (resourceSubscriptions), each once, in the order first
+// named. Unknown members are refused, as is a resourceSubscriptions that
+// is not an array of strings.
+func ListenParams(params []byte) (Listen, []string, error) {
 	var p struct {
 		Notifications *struct {
-			Tools     *bool          `json:"toolsListChanged"`
-			Prompts   *bool          `json:"promptsListChanged"`
-			Resources *bool          `json:"resourcesListChanged"`
-			Subs      jsontext.Value `json:"resourceSubscriptions"`
+			Tools     *bool     `json:"toolsListChanged"`
+			Prompts   *bool     `json:"promptsListChanged"`
+			Resources *bool     `json:"resourcesListChanged"`
+			URIs      *[]string `json:"resourceSubscriptions"`
 		} `json:"notifications"`
 		Meta jsontext.Value `json:"_meta"`
 	}
 	if params == nil || json.Unmarshal(params, &p, json.RejectUnknownMembers(true)) != nil || p.Notifications == nil {
-		return Listen{}, ErrListenParams
+		return Listen{}, nil, ErrListenParams
 	}
 	n := p.Notifications
 	isTrue := func(b *bool) bool { return b != nil && *b }
-	return Listen{Tools: isTrue(n.Tools), Prompts: isTrue(n.Prompts), Resources: isTrue(n.Resources),
-		ResourceSubscriptions: len(n.Subs) > 0 && n.Subs.Kind() == '[' && string(n.Subs) != "[]"}, nil
+	var uris []string
+	if n.URIs != nil {
+		for _, u := range *n.URIs {
+			if !slices.Contains(uris, u) {
+				uris = append(uris, u)
+			}
+		}
+	}
+	return Listen{Tools: isTrue(n.Tools), Prompts: isTrue(n.Prompts), Resources: isTrue(n.Resources)}, uris, nil
 }
 
 // subscriptionMeta is the _meta member that ties a message to subscription id.
@@ -59,8 +68,9 @@ func subscriptionMeta(id jsonrpc.ID) []byte {
 
 // SubscriptionAcknowledged is the first message of the stream of
 // subscription id: what it will carry, of the list notifications in l
-// (a server acknowledges only what it will send).
-func SubscriptionAcknowledged(id jsonrpc.ID, l Listen) []byte {
+// and the updates of the resources uris (a server acknowledges only what
+// it will send).
+func SubscriptionAcknowledged(id jsonrpc.ID, l Listen, uris []string) []byte {
 	b := []byte(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":`)
 	b = append(b, subscriptionMeta(id)...)
 	b = append(b, `,"notifications":{`...)
@@ -78,7 +88,30 @@ func SubscriptionAcknowledged(id jsonrpc.ID, l Listen) []byte {
 		b = append(b, `"`+f.name+`":true`...)
 		n++
 	}
+	if len(uris) > 0 {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `"resourceSubscriptions":[`...)
+		for i, u := range uris {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b, _ = jsontext.AppendQuote(b, u)
+		}
+		b = append(b, ']')
+	}
 	return append(b, `}}}`...)
+}
+
+// SubscriptionResourceUpdated says on subscription id that the resource
+// uri was updated.
+func SubscriptionResourceUpdated(id jsonrpc.ID, uri string) []byte {
+	b := []byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"_meta":`)
+	b = append(b, subscriptionMeta(id)...)
+	b = append(b, `,"uri":`...)
+	b, _ = jsontext.AppendQuote(b, uri)
+	return append(b, `}}`...)
 }
 
 // SubscriptionToolsChanged says on subscription id that the tool list changed.

@@ -23,7 +23,7 @@ func (ss *Session) listen(r replier, m *jsonrpc.Message) {
 		ss.methodNotFound(r, m)
 		return
 	}
-	want, err := mcp.ListenParams(m.Params)
+	want, _, err := mcp.ListenParams(m.Params)
 	if err != nil {
 		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
 		return
@@ -49,7 +49,7 @@ func (ss *Session) listen(r replier, m *jsonrpc.Message) {
 	if ss.srv.opts.Relay != nil {
 		heard.Prompts, heard.Resources = want.Prompts, want.Resources
 	}
-	ss.send(mcp.SubscriptionAcknowledged(m.ID, heard))
+	ss.send(mcp.SubscriptionAcknowledged(m.ID, heard, nil))
 	if heard == (mcp.Listen{}) {
 		// Nothing will ever be sent on it: it stays pending, and is
 		// answered when the session ends.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -818,11 +819,15 @@ func (sl *seenLists) visible(what uint32) uint32 {
 }
 
 // listen answers a 2026-07-28 subscriptions/listen: an event stream that
-// acknowledges the filter, then says when the tool list changed, until
-// the client closes it or the gateway shuts down (which ends it with the
-// request's result).
+// acknowledges the filter, then says when a list it asked about changed
+// as its caller sees it, and when a resource it follows was updated,
+// until the client closes it or the gateway shuts down (which ends it
+// with the request's result). Each resource it names is subscribed as a
+// resources/subscribe of a legacy session would be, and for as long as
+// the stream is open; one the gateway cannot follow for this caller is
+// left out of the acknowledgement (decision 26).
 func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
-	want, err := mcp.ListenParams(m.Params)
+	want, uris, err := mcp.ListenParams(m.Params)
 	if err != nil {
 		writeError(w, http.StatusOK, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()), false)
 		return
@@ -843,19 +848,31 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 		w.Write(append(rep.msg, '\n'))
 		return
 	}
-	ch := x.s.sessions.stream("", principalKey(x.p))
+	// The stream is its own subscriber: updates of what it follows reach
+	// it, and no other stream or session.
+	key := listenPrefix + hex.EncodeToString(newNonce())
+	ch := x.s.sessions.stream(key, principalKey(x.p))
 	if ch == nil {
 		writeError(w, http.StatusTooManyRequests, jsonrpc.NewError(m.ID, gateway.CodeTooManyRequests,
 			"Too many requests: too many open streams"), false)
 		return
 	}
-	defer x.s.sessions.unstream("", ch)
+	defer x.s.sessions.unstream(key, ch)
 	seen := x.s.newSeen(x.p)
+	var followed []string
+	if len(uris) > 0 {
+		// The downstreams are told when the stream ends, whatever ended it.
+		defer x.s.g.Unsubscribed(context.WithoutCancel(x.r.Context()), key)
+		followed, err = x.s.g.SubscribeAll(x.r.Context(), gateway.SubscribeRequest{Subscriber: key, RequestID: x.rid,
+			Principal: x.p, Method: "subscriptions/listen"}, uris)
+		var refused *gateway.Error
+		if errors.As(err, &refused) {
+			writeError(w, refused.Status, refused.RPC(m.ID), false)
+			return
+		}
+	}
 	ev := startEvents(w)
-	// The gateway honours the three list filters; it does not relay
-	// resource subscriptions yet, so the acknowledgement leaves them out.
-	want.ResourceSubscriptions = false
-	ev.send(mcp.SubscriptionAcknowledged(m.ID, want))
+	ev.send(mcp.SubscriptionAcknowledged(m.ID, want, followed))
 	for {
 		select {
 		case _, ok := <-ch.wake:
@@ -873,6 +890,9 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 			if want.Resources && what&changedResources != 0 {
 				ev.send(mcp.SubscriptionListChanged(m.ID, "notifications/resources/list_changed"))
 			}
+			for _, uri := range ch.takeUpdated() {
+				ev.send(mcp.SubscriptionResourceUpdated(m.ID, uri))
+			}
 		case <-x.s.stopping:
 			ev.send(mcp.SubscriptionComplete(m.ID))
 			return
@@ -881,6 +901,10 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 		}
 	}
 }
+
+// listenPrefix begins the subscriber name of a subscriptions/listen
+// stream, which no session nonce does.
+const listenPrefix = "listen-"
 
 // events writes an SSE answer.
 type events struct {

@@ -221,9 +221,9 @@ const (
 func (n *notifier) take() uint32 { return n.pending.Swap(0) }
 
 // stream registers a notification stream of principal under key (a
-// session's nonce, or "" for the 2026-07-28 subscriptions, which have no
-// session); nil when there are too many, in all, of that session or of
-// that principal.
+// session's nonce, or a 2026-07-28 subscription's name of its own, for it
+// has no session); nil when there are too many, in all, of that session
+// or of that principal.
 func (s *sessions) stream(key, principal string) *notifier {
 	s.mu.Lock()
 	defer s.mu.Unlock()
