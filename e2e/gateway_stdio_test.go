@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -306,6 +307,59 @@ func TestGatewayStdioSubscriptions(t *testing.T) {
 	p.closeStdin()
 	if code := p.wait(); code != 0 {
 		t.Errorf("exit %d; stderr:\n%s", code, p.stderr.String())
+	}
+	waitUntil(t, "no child left", func() bool { return len(leftovers(mark)) == 0 })
+}
+
+// TestGatewayStdioListenResources: the official Go SDK client in the
+// 2026-07-28 era follows a resource through `bastion gateway --stdio`
+// (Subscribe opens a subscriptions/listen that names it): the update
+// reaches it, the secret resource the viewer may not read is refused,
+// audited and never reaches the downstream, and Unsubscribe ends the
+// downstream's subscription.
+func TestGatewayStdioListenResources(t *testing.T) {
+	mark := newMark()
+	path, audit := stdioRelayConfig(t, mark)
+	rec := filepath.Join(filepath.Dir(path), "fixture.log")
+	updated := make(chan string, 16)
+	cs := goSDKClientSession(t, "", &sdkmcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *sdkmcp.ResourceUpdatedNotificationRequest) { updated <- req.Params.URI }},
+		baseEnv("E2E_TOKENS="+tokensEnv()), "gateway", "--stdio", "--config", path)
+	ctx := ctxT(t)
+	for _, uri := range []string{"file:///docs/readme.md", "file:///secret/keys.md"} {
+		if err := cs.Subscribe(ctx, &sdkmcp.SubscribeParams{URI: uri}); err != nil {
+			t.Fatalf("subscribe %s: %v", uri, err)
+		}
+	}
+	waitUntil(t, "the downstream subscribed", func() bool { return strings.Contains(received(t, rec), "file:///docs/readme.md") })
+	waitUntil(t, "the refusal audited", func() bool {
+		b, _ := os.ReadFile(audit)
+		return strings.Contains(string(b), `"method":"subscriptions/listen","resource":"file:///secret/keys.md","rule":"secret-resource","outcome":"deny"`)
+	})
+	if _, err := cs.CallTool(ctx, &sdkmcp.CallToolParams{Name: "fx.touch", Arguments: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case uri := <-updated:
+		if uri != "file:///docs/readme.md" {
+			t.Errorf("heard an update of %s", uri)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("no update heard")
+	}
+	if strings.Contains(received(t, rec), "secret") {
+		t.Error("a refused subscription reached the downstream")
+	}
+	if err := cs.Unsubscribe(ctx, &sdkmcp.UnsubscribeParams{URI: "file:///docs/readme.md"}); err != nil {
+		t.Fatal(err)
+	}
+	// The downstream speaks 2026-07-28: the listen that followed the
+	// resource there is cancelled.
+	waitUntil(t, "the downstream told of the unsubscribe", func() bool {
+		return strings.Contains(received(t, rec), `"method":"notifications/cancelled"`)
+	})
+	if err := cs.Close(); err != nil {
+		t.Errorf("the gateway did not exit cleanly: %v", err)
 	}
 	waitUntil(t, "no child left", func() bool { return len(leftovers(mark)) == 0 })
 }

@@ -32,11 +32,17 @@ func goSDKSession(t *testing.T, version string) *mcp.ClientSession {
 // arguments args, run with env.
 func goSDKCommandSession(t *testing.T, version string, env []string, args ...string) *mcp.ClientSession {
 	t.Helper()
+	return goSDKClientSession(t, version, nil, env, args...)
+}
+
+// goSDKClientSession is goSDKCommandSession with the client's options.
+func goSDKClientSession(t *testing.T, version string, copts *mcp.ClientOptions, env []string, args ...string) *mcp.ClientSession {
+	t.Helper()
 	cmd := exec.Command(bin("bastion"), args...)
 	cmd.Env = env
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
-	client := mcp.NewClient(&mcp.Implementation{Name: "bastion-e2e-gosdk", Version: "1.0.0"}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "bastion-e2e-gosdk", Version: "1.0.0"}, copts)
 	var opts *mcp.ClientSessionOptions
 	if version != "" {
 		opts = &mcp.ClientSessionOptions{ProtocolVersion: version}

@@ -114,8 +114,8 @@ func (r *sessionRelay) Serve(ctx context.Context, version, method string, params
 	rid := NewRequestID()
 	req := MethodRequest{Method: method, Version: version, Params: params, RequestID: rid, Principal: r.p}
 	if !mcp.IsModern(version) {
-		// Updates reach the one legacy session; a 2026-07-28 client
-		// has none to follow a resource on.
+		// A 2026-07-28 client follows resources on its
+		// subscriptions/listen (Follow); it has no resources/subscribe.
 		req.Subscriber = r.subscriber
 	}
 	res, err := r.methods.Serve(ctx, req)
@@ -130,6 +130,29 @@ func (r *sessionRelay) Serve(ctx context.Context, version, method string, params
 	}
 	r.g.log.Error(method+" failed", slog.String("request_id", rid), slog.String("error", err.Error()))
 	return nil, jsonrpc.NewError(jsonrpc.ID{}, jsonrpc.CodeInternalError, "Internal error")
+}
+
+// Follow subscribes the one client to uris for a 2026-07-28
+// subscriptions/listen, as the HTTP front's listen does; updates then
+// come through Watch, as those of a legacy subscription do.
+func (r *sessionRelay) Follow(ctx context.Context, uris []string) ([]string, *jsonrpc.Error) {
+	followed, err := r.g.SubscribeAll(ctx, SubscribeRequest{Subscriber: r.subscriber, RequestID: NewRequestID(),
+		Principal: r.p, Method: "subscriptions/listen"}, uris)
+	var gwErr *Error
+	if errors.As(err, &gwErr) {
+		return nil, gwErr.RPC(jsonrpc.ID{})
+	}
+	return followed, nil
+}
+
+// Unfollow ends the one client's subscriptions to uris.
+func (r *sessionRelay) Unfollow(ctx context.Context, uris []string) {
+	for _, uri := range uris {
+		c := SubscribeRequest{Subscriber: r.subscriber, URI: uri, RequestID: NewRequestID(), Principal: r.p}
+		if err := r.g.Unsubscribe(ctx, c); err != nil {
+			r.g.log.Debug("a resource could not be unfollowed", slog.String("request_id", c.RequestID))
+		}
+	}
 }
 
 // post adds c to what is pending for the session and wakes Watch's pump.

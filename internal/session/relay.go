@@ -65,18 +65,21 @@ func (ss *Session) runRelay(ctx context.Context, c *call, r replier, m *jsonrpc.
 // notifications/resources/list_changed after each change the Relay
 // reports, to a client that may hear it, and on the open subscriptions
 // that asked for it; and notifications/resources/updated for each
-// update of a subscribed resource. It returns a func that stops the watcher and waits
-// for it.
+// update of a resource a legacy session subscribed to, or an open
+// subscription follows. It returns a func that stops the watcher and
+// waits for it.
 func (ss *Session) watchRelay(rl Relay) func() {
 	changes, stop := rl.Watch()
 	return follow(changes, stop, func(ch Change) {
 		ss.announce(ch.Lists)
-		if ch.Updated != "" && ss.listChanged.Load() && !ss.stopping.Load() {
-			// Only a legacy session subscribes (a 2026-07-28 client has
-			// no session to follow a resource).
+		if ch.Updated == "" {
+			return
+		}
+		if ss.listChanged.Load() && !ss.stopping.Load() {
 			msg, _ := jsontext.AppendQuote([]byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":`), ch.Updated)
 			ss.send(append(msg, "}}"...))
 		}
+		ss.resourceUpdated(ch.Updated)
 	})
 }
 
@@ -122,8 +125,8 @@ func (ss *Session) announce(ch mcp.Listen) {
 			ss.send([]byte(`{"jsonrpc":"2.0","method":"` + list.method + `"}`))
 		}
 		ss.subMu.Lock()
-		for id, heard := range ss.subs {
-			if list.changed(heard) && !ss.stopping.Load() {
+		for id, sub := range ss.subs {
+			if sub.acked && list.changed(sub.heard) && !ss.stopping.Load() {
 				ss.send(mcp.SubscriptionListChanged(id, list.method))
 			}
 		}

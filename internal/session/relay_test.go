@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,9 @@ type fakeRelay struct {
 	offered mcp.Offered
 	started chan string
 	changes chan session.Change
+	// follows receives the uris of each Follow, unfollows those of each
+	// Unfollow (when the test made them).
+	follows, unfollows chan []string
 }
 
 func newFakeRelay(off mcp.Offered) *fakeRelay {
@@ -50,6 +54,30 @@ func (f *fakeRelay) Serve(ctx context.Context, version, method string, params js
 }
 
 func (f *fakeRelay) Watch() (<-chan session.Change, func()) { return f.changes, func() {} }
+
+// Follow follows every URI but those beginning with "deny:"; one
+// beginning with "error:" refuses the whole request.
+func (f *fakeRelay) Follow(_ context.Context, uris []string) ([]string, *jsonrpc.Error) {
+	if f.follows != nil {
+		f.follows <- uris
+	}
+	var out []string
+	for _, u := range uris {
+		if strings.HasPrefix(u, "error:") {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: too many"}
+		}
+		if !strings.HasPrefix(u, "deny:") {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeRelay) Unfollow(_ context.Context, uris []string) {
+	if f.unfollows != nil {
+		f.unfollows <- uris
+	}
+}
 
 // TestRelayServed: a Relay's methods are declared as it offers them,
 // answered with the request's id, and refused -32601 when not offered;
@@ -182,6 +210,79 @@ func TestRelayListChanged(t *testing.T) {
 	h3.send(`{"jsonrpc":"2.0","id":"s","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"promptsListChanged":true},` + modernMeta + `}}`)
 	if ack := mustString(t, h3.recv()); !strings.Contains(ack, `"toolsListChanged":true`) || strings.Contains(ack, "promptsListChanged") {
 		t.Fatalf("acknowledged without a relay: %s", ack)
+	}
+}
+
+// TestRelayListenFollows: a 2026-07-28 subscription that names resources
+// is acknowledged with those the Relay follows, hears their updates (and
+// only theirs) tagged with its id, and a resource is unfollowed once no
+// open subscription follows it; a refusal by the Relay answers the
+// subscription under its id; a Relay that offers no subscriptions is
+// not asked, and the acknowledgement names no resource.
+func TestRelayListenFollows(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rl := newFakeRelay(mcp.Offered{Resources: true, Subscribe: true})
+	rl.follows, rl.unfollows = make(chan []string, 4), make(chan []string, 4)
+	h := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: newTools(t, nil)}, Relay: rl})
+	stop := time.AfterFunc(30*time.Second, func() { h.in.Close(); cancel() })
+	defer stop.Stop()
+	listen := func(id, uris string) {
+		t.Helper()
+		h.send(`{"jsonrpc":"2.0","id":"` + id + `","method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":` + uris + `},` + modernMeta + `}}`)
+	}
+	want := func(what, m string) {
+		t.Helper()
+		if got := mustString(t, h.recv()); got != m {
+			t.Fatalf("%s:\n got  %s\n want %s", what, got, m)
+		}
+	}
+	const meta = `{"io.modelcontextprotocol/subscriptionId":`
+
+	listen("a", `["file:///a","deny:b","file:///a"]`)
+	if got := <-rl.follows; strings.Join(got, " ") != "file:///a deny:b" {
+		t.Fatalf("followed %q", got)
+	}
+	want("the acknowledgement", `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":`+meta+`"a"},"notifications":{"resourceSubscriptions":["file:///a"]}}}`)
+	listen("b", `["file:///a","file:///c"]`)
+	<-rl.follows
+	want("the second acknowledgement", `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":`+meta+`"b"},"notifications":{"resourceSubscriptions":["file:///a","file:///c"]}}}`)
+
+	rl.changes <- session.Change{Updated: "deny:b"}
+	rl.changes <- session.Change{Updated: "file:///c"}
+	want("the update of c", `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"_meta":`+meta+`"b"},"uri":"file:///c"}}`)
+
+	// a alone is cancelled: b still follows file:///a.
+	h.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}`)
+	// Any answer to a request sent after the cancellation says it was read.
+	h.send(`{"jsonrpc":"2.0","id":"p","method":"ping","params":{` + modernMeta + `}}`)
+	if m := h.recv(); m["id"] != "p" {
+		t.Fatalf("before the answer to the next request: %v", m)
+	}
+	rl.changes <- session.Change{Updated: "file:///a"}
+	want("the update of a, after a ended", `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"_meta":`+meta+`"b"},"uri":"file:///a"}}`)
+	select {
+	case got := <-rl.unfollows:
+		t.Fatalf("unfollowed %q while b follows it", got)
+	default:
+	}
+	h.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"b"}}`)
+	got := <-rl.unfollows
+	slices.Sort(got)
+	if strings.Join(got, " ") != "file:///a file:///c" {
+		t.Fatalf("after the last subscription ended, unfollowed %q", got)
+	}
+
+	listen("e", `["file:///a","error:x"]`)
+	<-rl.follows
+	want("a refused subscription", `{"error":{"code":-32602,"message":"Invalid params: too many"},"id":"e","jsonrpc":"2.0"}`)
+
+	// Without subscriptions on offer, nothing is followed.
+	rl2 := newFakeRelay(mcp.Offered{Resources: true})
+	h2 := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: newTools(t, nil)}, Relay: rl2})
+	h2.send(`{"jsonrpc":"2.0","id":"s","method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["file:///a"]},` + modernMeta + `}}`)
+	if ack := mustString(t, h2.recv()); strings.Contains(ack, "resourceSubscriptions") {
+		t.Fatalf("acknowledged without subscriptions: %s", ack)
 	}
 }
 

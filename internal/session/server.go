@@ -87,9 +87,17 @@ type Relay interface {
 	// the session then answers as for a cancelled or drained call.
 	Serve(ctx context.Context, version, method string, params jsontext.Value) ([]byte, *jsonrpc.Error)
 	// Watch reports changes of the prompt and resource lists the client
-	// can see, and updates of the resources it subscribed to, and
-	// returns a func that stops it.
+	// can see, and updates of the resources it subscribed to (or
+	// follows), and returns a func that stops it.
 	Watch() (changes <-chan Change, stop func())
+	// Follow has the client follow the updates of each of uris, for the
+	// resourceSubscriptions of a 2026-07-28 subscriptions/listen, and
+	// returns those it now follows: one it may not follow is left out.
+	// An error refuses the whole request (the session sets its id).
+	// Following what the client already follows changes nothing.
+	Follow(ctx context.Context, uris []string) ([]string, *jsonrpc.Error)
+	// Unfollow ends the client's following of uris.
+	Unfollow(ctx context.Context, uris []string)
 }
 
 // Change is one report of a [Relay]: the lists that changed (Prompts,

@@ -80,7 +80,13 @@ type Session struct {
 	// requests. It is held while their messages are written, so that
 	// none follows the answer ending one.
 	subMu sync.Mutex
-	subs  map[jsonrpc.ID]mcp.Listen // → the list changes it hears of
+	subs  map[jsonrpc.ID]*listenSub
+
+	// followMu serializes what the session asks its Relay to follow for
+	// its subscriptions, and guards following: the resources it has
+	// asked to follow and not since to unfollow.
+	followMu  sync.Mutex
+	following map[string]bool
 
 	mu       sync.Mutex
 	inflight map[jsonrpc.ID]*call
