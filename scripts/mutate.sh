@@ -778,8 +778,8 @@ mutate session-cancelled-withheld "a request the client cancelled is answered an
 
 mutate session-relay-listen-offered "a 2026-07-28 subscription on a server without a relay is told it will hear prompt list changes" \
 	internal/session/subscribe.go \
-	'\tif ss\.srv\.opts\.Relay != nil \{\n\t\theard\.Prompts, heard\.Resources' \
-	'\tif true {\n\t\theard.Prompts, heard.Resources' \
+	'\tif rl != nil \{\n\t\tsub\.heard\.Prompts, sub\.heard\.Resources' \
+	'\tif true {\n\t\tsub.heard.Prompts, sub.heard.Resources' \
 	-- "$sessionpkg" 'TestRelayListChanged'
 
 mutate loglevel-filter "a relaying session passes on log messages below the client's level" \
@@ -979,8 +979,8 @@ mutate gw-list-before-listen "the server is discovered before its notification s
 
 mutate session-subscription-silent "a 2026-07-28 stdio client's subscription never hears that the tool list changed" \
 	internal/session/relay.go \
-	'if list\.changed\(heard\) && !ss\.stopping\.Load\(\) \{' \
-	'if false && list.changed(heard) {' \
+	'if sub\.acked && list\.changed\(sub\.heard\) && !ss\.stopping\.Load\(\) \{' \
+	'if false && list.changed(sub.heard) {' \
 	-- ./internal/session 'TestSubscriptionsListen'
 
 mutate gw-authz "a tools/call the deciding rule refuses is forwarded" \
@@ -1292,6 +1292,84 @@ mutate sql-schema-row-escapes "sql_schema costs a control character as one byte,
 	'sqlMul\("5", sqlCount\(x, controlBytes\)\)' \
 	'sqlMul("0", sqlCount(x, controlBytes))' \
 	-- "$sqlpkg" 'TestSchemaCostBound|TestSchemaOversizedTables'
+
+mutate gw-listen-honour-all "a listen is told it follows every resource it named, refused or not" \
+	internal/gateway/subscribe.go \
+	'ok\[i\] = err == nil' \
+	'ok[i] = err == nil || true' \
+	-- "$e2epkg" 'TestGatewayListenResources'
+
+mutate gw-listen-no-unsubscribe "a closed listen stream leaves its resources subscribed downstream" \
+	internal/gateway/front/mcp.go \
+	'defer x\.s\.g\.Unsubscribed\(context\.WithoutCancel\(x\.r\.Context\(\)\), key\)' \
+	'_ = context.WithoutCancel' \
+	-- "$e2epkg" 'TestGatewayListenResources'
+
+mutate gw-listen-shared-subscriber "every listen stream is one subscriber, so each hears what any follows" \
+	internal/gateway/front/mcp.go \
+	'key := listenPrefix \+ hex\.EncodeToString\(newNonce\(\)\)' \
+	'key := listenPrefix + hex.EncodeToString(newNonce()[:0])' \
+	-- "$e2epkg" 'TestGatewayListenResources'
+
+mutate listen-unbounded "a listen may name any number of resources" \
+	internal/mcp/subscription.go \
+	'if n\.URIs != nil && len\(\*n\.URIs\) > MaxListenResources \{' \
+	'if n.URIs != nil && len(*n.URIs) > MaxListenResources*1000 {' \
+	-- ./internal/mcp 'TestListenParams'
+
+mutate gw-listen-unbounded "a listen over HTTP may name any number of resources" \
+	internal/mcp/subscription.go \
+	'if n\.URIs != nil && len\(\*n\.URIs\) > MaxListenResources \{' \
+	'if n.URIs != nil && len(*n.URIs) > MaxListenResources*1000 {' \
+	-- "$e2epkg" 'TestGatewayListenResources'
+
+mutate session-listen-early-dropped "a stdio listen loses the updates that came before its acknowledgement" \
+	internal/session/subscribe.go \
+	'for _, uri := range sub\.early \{' \
+	'for _, uri := range sub.early[:0] {' \
+	-- "$sessionpkg" 'TestRelayListenSlowFollow'
+
+mutate session-listen-unfollow-race "a stdio listen follows a resource while it is being unfollowed" \
+	internal/session/subscribe.go \
+	'if ch, ok := ss\.unfollowing\[uri\]; ok \{' \
+	'if ch, ok := ss.unfollowing[uri]; ok && false {' \
+	-- "$sessionpkg" 'TestRelayListenAfterUnfollow'
+
+mutate mcp-listen-repeats "a resource named twice in resourceSubscriptions is followed twice" \
+	internal/mcp/subscription.go \
+	'if !seen\[u\] \{' \
+	'if true || !seen[u] {' \
+	-- ./internal/mcp 'TestListenParams'
+
+mutate session-listen-ack-asked "a stdio listen is acknowledged with what it asked for, not what is followed" \
+	internal/session/subscribe.go \
+	'followed, e := rl\.Follow\(ss\.taskCtx, sub\.uris\)' \
+	'_, e := rl.Follow(ss.taskCtx, sub.uris)\n\tfollowed := sub.uris' \
+	-- "$sessionpkg" 'TestRelayListenFollows'
+
+mutate session-listen-updates-all "a stdio listen hears updates of resources it does not follow" \
+	internal/session/subscribe.go \
+	'case !slices\.Contains\(sub\.uris, uri\):' \
+	'case false:' \
+	-- "$sessionpkg" 'TestRelayListenFollows'
+
+mutate session-listen-unfollow-shared "a resource is unfollowed while another stdio listen still follows it" \
+	internal/session/subscribe.go \
+	'wanted = wanted \|\| slices\.Contains\(sub\.uris, uri\)' \
+	'wanted = wanted && slices.Contains(sub.uris, uri)' \
+	-- "$sessionpkg" 'TestRelayListenFollows'
+
+mutate session-listen-cancel-keeps "a cancelled stdio listen leaves its resources followed" \
+	internal/session/subscribe.go \
+	'if !ok \|\| len\(sub\.uris\) == 0 \|\| rl == nil \{' \
+	'if true || !ok || len(sub.uris) == 0 || rl == nil {' \
+	-- "$sessionpkg" 'TestRelayListenFollows'
+
+mutate stdio-unfollow-silent "the stdio relay's Unfollow leaves the downstream subscribed" \
+	internal/gateway/session.go \
+	'if err := r\.g\.Unsubscribe\(ctx, c\); err != nil \{' \
+	'if err := error(nil); err != nil {' \
+	-- "$e2epkg" 'TestGatewayStdioListenResources'
 
 echo
 echo "== summary"

@@ -136,13 +136,8 @@ func (r *sessionRelay) Serve(ctx context.Context, version, method string, params
 // subscriptions/listen, as the HTTP front's listen does; updates then
 // come through Watch, as those of a legacy subscription do.
 func (r *sessionRelay) Follow(ctx context.Context, uris []string) ([]string, *jsonrpc.Error) {
-	followed, err := r.g.SubscribeAll(ctx, SubscribeRequest{Subscriber: r.subscriber, RequestID: NewRequestID(),
-		Principal: r.p, Method: "subscriptions/listen"}, uris)
-	var gwErr *Error
-	if errors.As(err, &gwErr) {
-		return nil, gwErr.RPC(jsonrpc.ID{})
-	}
-	return followed, nil
+	return r.g.SubscribeAll(ctx, SubscribeRequest{Subscriber: r.subscriber, RequestID: NewRequestID(),
+		Principal: r.p, Method: "subscriptions/listen"}, uris), nil
 }
 
 // Unfollow ends the one client's subscriptions to uris.

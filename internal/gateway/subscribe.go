@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -89,10 +88,6 @@ type SubscribeRequest struct {
 	// resources/subscribe when empty.
 	Method string
 }
-
-// MaxListenResources is how many resources one subscriptions/listen may
-// name: as many as one subscriber may follow.
-const MaxListenResources = maxSubscriptionsPerSubscriber
 
 // errNoSubscribe answers a subscription to a resource whose server does
 // not declare resources.subscribe.
@@ -193,12 +188,9 @@ func (g *Gateway) Subscribe(ctx context.Context, c SubscribeRequest) error {
 // Subscribe does one (routed, authorized and audited on its own), for a
 // 2026-07-28 subscriptions/listen, and returns those it now follows, in
 // the order of uris. One that fails is left out, for the stream's
-// acknowledgement names only what it will carry (decision 26); more than
-// MaxListenResources is -32602, and subscribes none.
-func (g *Gateway) SubscribeAll(ctx context.Context, c SubscribeRequest, uris []string) ([]string, error) {
-	if len(uris) > MaxListenResources {
-		return nil, invalidParams(fmt.Sprintf("resourceSubscriptions names more than %d resources", MaxListenResources))
-	}
+// acknowledgement names only what it will carry (decision 26). The
+// params' reader bounds uris (mcp.ListenParams, MaxListenResources).
+func (g *Gateway) SubscribeAll(ctx context.Context, c SubscribeRequest, uris []string) []string {
 	ok := make([]bool, len(uris))
 	var wg sync.WaitGroup
 	for i, uri := range uris {
@@ -221,7 +213,7 @@ func (g *Gateway) SubscribeAll(ctx context.Context, c SubscribeRequest, uris []s
 			followed = append(followed, uri)
 		}
 	}
-	return followed, nil
+	return followed
 }
 
 // has reports whether sub follows k; a nil sub follows nothing.

@@ -2,7 +2,7 @@ package mcp
 
 import (
 	"errors"
-	"slices"
+	"fmt"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -23,6 +23,10 @@ const MetaSubscriptionID = "io.modelcontextprotocol/subscriptionId"
 // method's schema.
 var ErrListenParams = errors.New("params do not match subscriptions/listen")
 
+// MaxListenResources is the most resources one subscriptions/listen may
+// name in resourceSubscriptions, repeats included.
+const MaxListenResources = 64
+
 // Listen is which list changes a subscriptions/listen asks to hear.
 type Listen struct {
 	Tools, Prompts, Resources bool
@@ -32,7 +36,7 @@ type Listen struct {
 // changes the client asked to hear, and the resources whose updates it
 // asks to follow (resourceSubscriptions), each once, in the order first
 // named. Unknown members are refused, as is a resourceSubscriptions that
-// is not an array of strings.
+// is not an array of strings or holds more than MaxListenResources.
 func ListenParams(params []byte) (Listen, []string, error) {
 	var p struct {
 		Notifications *struct {
@@ -49,9 +53,16 @@ func ListenParams(params []byte) (Listen, []string, error) {
 	n := p.Notifications
 	isTrue := func(b *bool) bool { return b != nil && *b }
 	var uris []string
+	if n.URIs != nil && len(*n.URIs) > MaxListenResources {
+		return Listen{}, nil, fmt.Errorf("%w: resourceSubscriptions names more than %d resources", ErrListenParams, MaxListenResources)
+	}
 	if n.URIs != nil {
+		// A map, not a scan of uris: the array is the client's, as long
+		// as the body cap allows.
+		seen := make(map[string]bool, len(*n.URIs))
 		for _, u := range *n.URIs {
-			if !slices.Contains(uris, u) {
+			if !seen[u] {
+				seen[u] = true
 				uris = append(uris, u)
 			}
 		}

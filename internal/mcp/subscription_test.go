@@ -3,6 +3,7 @@ package mcp
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
@@ -28,6 +29,10 @@ func TestListenParams(t *testing.T) {
 		{name: "no filter", params: `{"_meta":{}}`, bad: true},
 		{name: "a filter not a bool", params: `{"notifications":{"toolsListChanged":"yes"}}`, bad: true},
 		{name: "no params", bad: true},
+		{name: "as many resources as may be named", params: `{"notifications":{"resourceSubscriptions":[` + strings.Repeat(`"a://y",`, MaxListenResources-1) + `"a://y"]}}`,
+			uris: []string{"a://y"}},
+		{name: "more resources than may be named, repeats counted", params: `{"notifications":{"resourceSubscriptions":[` + strings.Repeat(`"a://y",`, MaxListenResources) + `"a://y"]}}`,
+			bad: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var params []byte

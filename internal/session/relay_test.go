@@ -27,6 +27,9 @@ type fakeRelay struct {
 	// follows receives the uris of each Follow, unfollows those of each
 	// Unfollow (when the test made them).
 	follows, unfollows chan []string
+	// gate, when set, holds a Follow of a "slow:" URI until it closes;
+	// unfollowGate holds every Unfollow.
+	gate, unfollowGate chan struct{}
 }
 
 func newFakeRelay(off mcp.Offered) *fakeRelay {
@@ -63,6 +66,16 @@ func (f *fakeRelay) Follow(_ context.Context, uris []string) ([]string, *jsonrpc
 	}
 	var out []string
 	for _, u := range uris {
+		if strings.HasPrefix(u, "slow:") && f.gate != nil {
+			<-f.gate
+		}
+		if strings.HasPrefix(u, "touch:") {
+			// Updated as soon as it is followed, before Follow returns.
+			// Changes is unbuffered: the second send waits until the
+			// watcher has handled the first.
+			f.changes <- session.Change{Updated: u}
+			f.changes <- session.Change{}
+		}
 		if strings.HasPrefix(u, "error:") {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: too many"}
 		}
@@ -76,6 +89,9 @@ func (f *fakeRelay) Follow(_ context.Context, uris []string) ([]string, *jsonrpc
 func (f *fakeRelay) Unfollow(_ context.Context, uris []string) {
 	if f.unfollows != nil {
 		f.unfollows <- uris
+	}
+	if f.unfollowGate != nil {
+		<-f.unfollowGate
 	}
 }
 
@@ -238,14 +254,25 @@ func TestRelayListenFollows(t *testing.T) {
 		}
 	}
 	const meta = `{"io.modelcontextprotocol/subscriptionId":`
+	// took is what the relay was next asked to (un)follow.
+	took := func(ch chan []string, what string) []string {
+		t.Helper()
+		select {
+		case got := <-ch:
+			return got
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the relay was not asked to %s", what)
+		}
+		return nil
+	}
 
 	listen("a", `["file:///a","deny:b","file:///a"]`)
-	if got := <-rl.follows; strings.Join(got, " ") != "file:///a deny:b" {
+	if got := took(rl.follows, "follow"); strings.Join(got, " ") != "file:///a deny:b" {
 		t.Fatalf("followed %q", got)
 	}
 	want("the acknowledgement", `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":`+meta+`"a"},"notifications":{"resourceSubscriptions":["file:///a"]}}}`)
 	listen("b", `["file:///a","file:///c"]`)
-	<-rl.follows
+	took(rl.follows, "follow")
 	want("the second acknowledgement", `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":`+meta+`"b"},"notifications":{"resourceSubscriptions":["file:///a","file:///c"]}}}`)
 
 	rl.changes <- session.Change{Updated: "deny:b"}
@@ -267,14 +294,13 @@ func TestRelayListenFollows(t *testing.T) {
 	default:
 	}
 	h.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"b"}}`)
-	got := <-rl.unfollows
-	slices.Sort(got)
+	got := slices.Sorted(slices.Values(took(rl.unfollows, "unfollow"))) // a copy: the slice is the session's
 	if strings.Join(got, " ") != "file:///a file:///c" {
 		t.Fatalf("after the last subscription ended, unfollowed %q", got)
 	}
 
 	listen("e", `["file:///a","error:x"]`)
-	<-rl.follows
+	took(rl.follows, "follow")
 	want("a refused subscription", `{"error":{"code":-32602,"message":"Invalid params: too many"},"id":"e","jsonrpc":"2.0"}`)
 
 	// Without subscriptions on offer, nothing is followed.
@@ -283,6 +309,66 @@ func TestRelayListenFollows(t *testing.T) {
 	h2.send(`{"jsonrpc":"2.0","id":"s","method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["file:///a"]},` + modernMeta + `}}`)
 	if ack := mustString(t, h2.recv()); strings.Contains(ack, "resourceSubscriptions") {
 		t.Fatalf("acknowledged without subscriptions: %s", ack)
+	}
+}
+
+// TestRelayListenSlowFollow: a subscription whose resource's server is
+// slow to follow holds no other subscription's acknowledgement; an update
+// that comes once a resource is followed, before the acknowledgement,
+// follows the acknowledgement.
+func TestRelayListenSlowFollow(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rl := newFakeRelay(mcp.Offered{Resources: true, Subscribe: true})
+	rl.follows, rl.gate, rl.changes = make(chan []string, 4), make(chan struct{}), make(chan session.Change)
+	h := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: newTools(t, nil)}, Relay: rl})
+	stop := time.AfterFunc(30*time.Second, func() { h.in.Close(); cancel() })
+	defer stop.Stop()
+	h.send(`{"jsonrpc":"2.0","id":"a","method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["slow:a"]},` + modernMeta + `}}`)
+	<-rl.follows // a's Follow has begun, and waits for the gate
+	h.send(`{"jsonrpc":"2.0","id":"b","method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["touch:b"]},` + modernMeta + `}}`)
+	<-rl.follows
+	if m := mustString(t, h.recv()); !strings.Contains(m, `"method":"notifications/subscriptions/acknowledged"`) || !strings.Contains(m, `/subscriptionId":"b"`) {
+		t.Fatalf("while a's server is slow, b got %s", m)
+	}
+	if m := mustString(t, h.recv()); !strings.Contains(m, `"method":"notifications/resources/updated"`) || !strings.Contains(m, `"uri":"touch:b"`) {
+		t.Fatalf("after b's acknowledgement: %s, want the update of touch:b", m)
+	}
+	close(rl.gate)
+	if m := mustString(t, h.recv()); !strings.Contains(m, `/subscriptionId":"a"`) {
+		t.Fatalf("after the slow server followed: %s", m)
+	}
+}
+
+// TestRelayListenAfterUnfollow: a subscription that asks for a resource
+// while the session unfollows it waits for the unfollow to end before it
+// follows, or the unfollow would undo what its Follow found followed.
+func TestRelayListenAfterUnfollow(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rl := newFakeRelay(mcp.Offered{Resources: true, Subscribe: true})
+	rl.follows, rl.unfollows, rl.unfollowGate = make(chan []string, 4), make(chan []string, 4), make(chan struct{})
+	h := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: newTools(t, nil)}, Relay: rl})
+	stop := time.AfterFunc(30*time.Second, func() { h.in.Close(); cancel() })
+	defer stop.Stop()
+	listen := func(id string) {
+		h.send(`{"jsonrpc":"2.0","id":"` + id + `","method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["file:///x"]},` + modernMeta + `}}`)
+	}
+	listen("a")
+	<-rl.follows
+	h.recv()
+	h.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}`)
+	<-rl.unfollows // the unfollow of file:///x has begun, and waits
+	listen("b")
+	select {
+	case got := <-rl.follows:
+		t.Fatalf("followed %q while it was being unfollowed", got)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(rl.unfollowGate)
+	<-rl.follows
+	if m := mustString(t, h.recv()); !strings.Contains(m, `/subscriptionId":"b"},"notifications":{"resourceSubscriptions":["file:///x"]}`) {
+		t.Fatalf("b: %s", m)
 	}
 }
 

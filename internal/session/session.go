@@ -78,15 +78,14 @@ type Session struct {
 
 	// subMu guards subs, the open 2026-07-28 subscriptions/listen
 	// requests. It is held while their messages are written, so that
-	// none follows the answer ending one.
-	subMu sync.Mutex
-	subs  map[jsonrpc.ID]*listenSub
-
-	// followMu serializes what the session asks its Relay to follow for
-	// its subscriptions, and guards following: the resources it has
-	// asked to follow and not since to unfollow.
-	followMu  sync.Mutex
-	following map[string]bool
+	// none follows the answer ending one. It also guards following, the
+	// resources the session has had its Relay follow for them and not
+	// since unfollow, and unfollowing, those being unfollowed now, each
+	// with a channel closed when that is done.
+	subMu       sync.Mutex
+	subs        map[jsonrpc.ID]*listenSub
+	following   map[string]bool
+	unfollowing map[string]chan struct{}
 
 	mu       sync.Mutex
 	inflight map[jsonrpc.ID]*call

@@ -19,7 +19,15 @@ type listenSub struct {
 	// acknowledged, those it asked for.
 	uris  []string
 	acked bool
+	// early are the updates of uris that came before the
+	// acknowledgement, at most maxEarlyUpdates, to follow it.
+	early []string
 }
+
+// maxEarlyUpdates bounds the updates held for a subscription not yet
+// acknowledged; an update says only "read it again", so one that is
+// dropped is covered by the next of the same resource.
+const maxEarlyUpdates = 64
 
 // listen serves a 2026-07-28 subscriptions/listen: the stream is
 // acknowledged, hears notifications/tools/list_changed tagged with the
@@ -100,23 +108,44 @@ func (ss *Session) listen(r replier, m *jsonrpc.Message) {
 }
 
 // followListen has rl follow the resources subscription id asked for,
-// then acknowledges it with those followed, or refuses it; a
-// subscription cancelled meanwhile gets neither. Whatever no open
-// subscription wants any more is then unfollowed.
+// then acknowledges it with those followed (and the updates of those that
+// came meanwhile), or refuses it; a subscription cancelled meanwhile gets
+// neither. Whatever no open subscription wants any more is then
+// unfollowed.
 func (ss *Session) followListen(rl Relay, id jsonrpc.ID, sub *listenSub) {
-	ss.followMu.Lock()
-	defer ss.followMu.Unlock()
+	// An unfollow of one of these that began before this subscription
+	// was open would undo what Follow finds already followed: wait for
+	// it. Later ones see this subscription, and leave its resources be.
+	for {
+		ss.subMu.Lock()
+		var busy chan struct{}
+		for _, uri := range sub.uris {
+			if ch, ok := ss.unfollowing[uri]; ok {
+				busy = ch
+				break
+			}
+		}
+		ss.subMu.Unlock()
+		if busy == nil {
+			break
+		}
+		select {
+		case <-busy:
+		case <-ss.taskCtx.Done():
+			return
+		}
+	}
 	followed, e := rl.Follow(ss.taskCtx, sub.uris)
 	if e != nil {
 		followed = nil
 	}
+	ss.subMu.Lock()
 	if ss.following == nil {
 		ss.following = map[string]bool{}
 	}
 	for _, uri := range followed {
 		ss.following[uri] = true
 	}
-	ss.subMu.Lock()
 	if ss.subs[id] == sub {
 		if e != nil {
 			delete(ss.subs, id)
@@ -126,6 +155,12 @@ func (ss *Session) followListen(rl Relay, id jsonrpc.ID, sub *listenSub) {
 		} else {
 			sub.uris, sub.acked = followed, true
 			ss.send(mcp.SubscriptionAcknowledged(id, sub.heard, followed))
+			for _, uri := range sub.early {
+				if slices.Contains(followed, uri) && !ss.stopping.Load() {
+					ss.send(mcp.SubscriptionResourceUpdated(id, uri))
+				}
+			}
+			sub.early = nil
 			ss.log.Debug("subscription opened", slog.Int("resources", len(followed)))
 		}
 	}
@@ -134,11 +169,12 @@ func (ss *Session) followListen(rl Relay, id jsonrpc.ID, sub *listenSub) {
 }
 
 // unfollowUnwanted has rl unfollow what the session follows and no open
-// subscription wants; followMu is held, so nothing is followed meanwhile
-// that this would undo.
+// subscription wants. While it does, a subscription that asks for one of
+// those waits before it follows (followListen).
 func (ss *Session) unfollowUnwanted(rl Relay) {
 	ss.subMu.Lock()
 	var drop []string
+	done := make(chan struct{})
 	for uri := range ss.following {
 		wanted := false
 		for _, sub := range ss.subs {
@@ -147,12 +183,25 @@ func (ss *Session) unfollowUnwanted(rl Relay) {
 		if !wanted {
 			drop = append(drop, uri)
 			delete(ss.following, uri)
+			if ss.unfollowing == nil {
+				ss.unfollowing = map[string]chan struct{}{}
+			}
+			ss.unfollowing[uri] = done
 		}
 	}
 	ss.subMu.Unlock()
-	if len(drop) > 0 {
-		rl.Unfollow(ss.taskCtx, drop)
+	if len(drop) == 0 {
+		return
 	}
+	rl.Unfollow(ss.taskCtx, drop)
+	ss.subMu.Lock()
+	for _, uri := range drop {
+		if ss.unfollowing[uri] == done {
+			delete(ss.unfollowing, uri)
+		}
+	}
+	ss.subMu.Unlock()
+	close(done)
 }
 
 // unsubscribe forgets subscription id (the client cancelled it) and
@@ -176,8 +225,6 @@ func (ss *Session) unsubscribe(id jsonrpc.ID) bool {
 	if !draining { // a session that ends takes its subscriptions with it
 		ss.workers.run(func() {
 			defer ss.tasks.Done()
-			ss.followMu.Lock()
-			defer ss.followMu.Unlock()
 			ss.unfollowUnwanted(rl)
 		})
 	}
@@ -185,13 +232,25 @@ func (ss *Session) unsubscribe(id jsonrpc.ID) bool {
 }
 
 // resourceUpdated tells each acknowledged subscription that follows uri
-// that it was updated.
+// that it was updated, and keeps the update for one that asked to follow
+// it and is not yet acknowledged.
 func (ss *Session) resourceUpdated(uri string) {
 	ss.subMu.Lock()
 	defer ss.subMu.Unlock()
 	for id, sub := range ss.subs {
-		if sub.acked && slices.Contains(sub.uris, uri) && !ss.stopping.Load() {
-			ss.send(mcp.SubscriptionResourceUpdated(id, uri))
+		switch {
+		case !slices.Contains(sub.uris, uri):
+		case sub.acked:
+			if !ss.stopping.Load() {
+				ss.send(mcp.SubscriptionResourceUpdated(id, uri))
+			}
+		case !slices.Contains(sub.early, uri):
+			// Followed already, perhaps, but not yet acknowledged: it
+			// follows the acknowledgement.
+			sub.early = append(sub.early, uri)
+			if len(sub.early) > maxEarlyUpdates {
+				sub.early = sub.early[1:]
+			}
 		}
 	}
 }

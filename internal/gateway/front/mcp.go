@@ -827,6 +827,18 @@ func (sl *seenLists) visible(what uint32) uint32 {
 // the stream is open; one the gateway cannot follow for this caller is
 // left out of the acknowledgement (decision 26).
 func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
+	// A subscription is a request like any other for the rate, and a
+	// stream like any other for the bounds, whatever it asks to hear;
+	// the rate comes first, before its params cost anything.
+	if ok, wait := x.s.limiters.allow(x.p); !ok {
+		x.s.metrics.RateLimited()
+		rep := rateLimited(m.ID, wait)
+		w.Header().Set("Retry-After", strconv.Itoa(rep.retryAfter))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rep.status)
+		w.Write(append(rep.msg, '\n'))
+		return
+	}
 	want, uris, err := mcp.ListenParams(m.Params)
 	if err != nil {
 		writeError(w, http.StatusOK, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()), false)
@@ -835,17 +847,6 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 	if !x.acceptSSE {
 		writeError(w, http.StatusNotAcceptable, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidRequest,
 			"Invalid request: subscriptions/listen answers with an event stream (Accept: text/event-stream)"), false)
-		return
-	}
-	// A subscription is a request like any other for the rate, and a
-	// stream like any other for the bounds, whatever it asks to hear.
-	if ok, wait := x.s.limiters.allow(x.p); !ok {
-		x.s.metrics.RateLimited()
-		rep := rateLimited(m.ID, wait)
-		w.Header().Set("Retry-After", strconv.Itoa(rep.retryAfter))
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(rep.status)
-		w.Write(append(rep.msg, '\n'))
 		return
 	}
 	// The stream is its own subscriber: updates of what it follows reach
@@ -863,13 +864,8 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 	if len(uris) > 0 {
 		// The downstreams are told when the stream ends, whatever ended it.
 		defer x.s.g.Unsubscribed(context.WithoutCancel(x.r.Context()), key)
-		followed, err = x.s.g.SubscribeAll(x.r.Context(), gateway.SubscribeRequest{Subscriber: key, RequestID: x.rid,
+		followed = x.s.g.SubscribeAll(x.r.Context(), gateway.SubscribeRequest{Subscriber: key, RequestID: x.rid,
 			Principal: x.p, Method: "subscriptions/listen"}, uris)
-		var refused *gateway.Error
-		if errors.As(err, &refused) {
-			writeError(w, refused.Status, refused.RPC(m.ID), false)
-			return
-		}
 	}
 	ev := startEvents(w)
 	ev.send(mcp.SubscriptionAcknowledged(m.ID, want, followed))
