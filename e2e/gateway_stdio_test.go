@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -389,4 +390,49 @@ func TestGatewayStdioDeclaresAtInitialize(t *testing.T) {
 		t.Errorf("exit %d; stderr:\n%s", code, p.stderr.String())
 	}
 	waitUntil(t, "no child left", func() bool { return len(leftovers(mark)) == 0 })
+}
+
+// TestGatewayStdioClientGoneWhileSettling: a client that closes its end
+// while `bastion gateway --stdio` still waits for a server to settle
+// (here one whose tools/list hangs, with a long list timeout) is noticed
+// then, not when the wait ends: the gateway stops at once, exits 0 and
+// leaves no child behind. One that sent its initialize and then closed
+// is not taken for gone: its request is still to be read.
+func TestGatewayStdioClientGoneWhileSettling(t *testing.T) {
+	for _, sends := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sent-first=%v", sends), func(t *testing.T) {
+			mark := newMark()
+			cfg := "auth:\n  mode: none\npolicy:\n  rules:\n    - {id: all, tools: [\"*\"], roles: [\"*\"]}\n" +
+				"discovery:\n  list_timeout: 60s\nservers:\n" + fixture("fx", mark, map[string]string{"FIXTURE_PAGES": "hang-at-2"})
+			cfg += stateKeys(t, cfg)
+			path := filepath.Join(t.TempDir(), "gateway.yaml")
+			writeFile(t, path, cfg)
+			p := start(t, "bastion", []string{"gateway", "--stdio", "--config", path}, baseEnv())
+			waitUntil(t, "the gateway waits for the server", func() bool { return strings.Contains(p.stderr.String(), `"downstream connected"`) })
+			if !sends {
+				p.closeStdin()
+				if code := p.wait(); code != 0 {
+					t.Errorf("exit %d; stderr:\n%s", code, p.stderr.String())
+				}
+				if !strings.Contains(p.stderr.String(), "closed its input before the servers settled") {
+					t.Errorf("the stop is not logged; stderr:\n%s", p.stderr.String())
+				}
+				waitUntil(t, "no child left", func() bool { return len(leftovers(mark)) == 0 })
+				return
+			}
+			// Sent, then closed: the request is still to be read, so the
+			// gateway waits for the servers and answers it.
+			p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": map[string]any{
+				"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "e2e", "version": "1"}}})
+			p.closeStdin()
+			time.Sleep(300 * time.Millisecond) // several of the wait's looks at stdin
+			if strings.Contains(p.stderr.String(), "closed its input") {
+				t.Fatalf("a client whose request is unread was taken for gone; stderr:\n%s", p.stderr.String())
+			}
+			p.signal(syscall.SIGTERM) // ends the wait without serving
+			if code := p.wait(); code != 0 {
+				t.Errorf("exit %d; stderr:\n%s", code, p.stderr.String())
+			}
+		})
+	}
 }

@@ -1371,6 +1371,18 @@ mutate stdio-unfollow-silent "the stdio relay's Unfollow leaves the downstream s
 	'if err := error(nil); err != nil {' \
 	-- "$e2epkg" 'TestGatewayStdioListenResources'
 
+mutate stdio-settle-input-ignored "a --stdio client that closes its input while servers settle holds the gateway until the wait ends" \
+	cmd/bastion/gateway.go \
+	'if inputClosed\(\) \{' \
+	'if false && inputClosed() {' \
+	-- "$e2epkg" 'TestGatewayStdioClientGoneWhileSettling'
+
+mutate stdio-input-closed-unread "a --stdio client whose request is still unread is taken for gone" \
+	internal/stdio/stdio.go \
+	'closed = ev&unix\.POLLIN == 0 && ev&' \
+	'closed = ev&' \
+	-- "$e2epkg" 'TestGatewayStdioClientGoneWhileSettling'
+
 echo
 echo "== summary"
 if ((${#results[@]} == 0)); then

@@ -247,11 +247,14 @@ func gatewayStdio(ctx context.Context, cfg *gwconfig.Config, g *gateway.Gateway,
 	// and the answer is the session's one word on what is offered besides
 	// tools (prompts, resources, completion): serving waits, bounded as
 	// `bastion admit` is, until every server has settled.
-	if waitSettled(ctx, g, cfg.Discovery.ListTimeout.D()+30*time.Second, e.signals, log) {
-		return exitOK
-	}
 	stdin, stdout, restore := e.stdio()
 	defer restore()
+	// A client that gives up before the wait is over has closed its end:
+	// nothing is left to serve.
+	inputClosed := func() bool { f, ok := stdin.(*os.File); return ok && stdio.InputClosed(f) }
+	if waitSettled(ctx, g, cfg.Discovery.ListTimeout.D()+30*time.Second, e.signals, inputClosed, log) {
+		return exitOK
+	}
 	if err := stdio.Serve(ctx, srv, stdin, stdout, int(cfg.Limits.Body), e.signals, log); err != nil {
 		log.Error("session ended abnormally", slog.String("error", err.Error()))
 		return exitFailure
@@ -261,9 +264,10 @@ func gatewayStdio(ctx context.Context, cfg *gwconfig.Config, g *gateway.Gateway,
 
 // waitSettled waits until every server of g has been discovered or has
 // failed closed, or limit has passed (then serving starts with what is
-// offered by then). It reports true when ctx ended or a signal came
-// first: the gateway then stops without serving.
-func waitSettled(ctx context.Context, g *gateway.Gateway, limit time.Duration, signals <-chan os.Signal, log *slog.Logger) bool {
+// offered by then). It reports true when ctx ended, a signal came or
+// inputClosed reported the client gone first: the gateway then stops
+// without serving.
+func waitSettled(ctx context.Context, g *gateway.Gateway, limit time.Duration, signals <-chan os.Signal, inputClosed func() bool, log *slog.Logger) bool {
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -271,6 +275,10 @@ func waitSettled(ctx context.Context, g *gateway.Gateway, limit time.Duration, s
 	for !g.Ready() {
 		select {
 		case <-tick.C:
+			if inputClosed() {
+				log.Info("the client closed its input before the servers settled; stopping")
+				return true
+			}
 		case <-deadline.C:
 			log.Warn("not every server settled in time; serving what is offered", slog.Duration("waited", limit))
 			return false

@@ -108,6 +108,28 @@ func OpenStdio() (in, out *os.File, restore func()) {
 	return in, out, restore
 }
 
+// InputClosed reports whether in is known to have ended with nothing left
+// to read: its writer hung up (a pipe or a socket) and no byte is
+// waiting. It reads nothing, so a session can still be served on in
+// after it returned false. A file it cannot poll, or whose end it cannot
+// tell without reading (a regular file), is never reported closed.
+func InputClosed(in *os.File) bool {
+	rc, err := in.SyscallConn()
+	if err != nil {
+		return false
+	}
+	closed := false
+	_ = rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}}
+		if n, err := unix.Poll(fds, 0); err != nil || n != 1 {
+			return
+		}
+		ev := fds[0].Revents
+		closed = ev&unix.POLLIN == 0 && ev&(unix.POLLHUP|unix.POLLRDHUP|unix.POLLERR) != 0
+	})
+	return closed
+}
+
 // sameFile reports whether descriptors a and b refer to the same file.
 func sameFile(a, b int) bool {
 	var sa, sb unix.Stat_t
