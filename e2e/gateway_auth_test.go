@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -769,6 +770,15 @@ func TestGatewayListenBounded(t *testing.T) {
 	}
 	if r := openListen(t, g, viewerToken, "r2", true); r.StatusCode != 429 || r.Header.Get("Retry-After") == "" {
 		t.Errorf("a listen past the rate: HTTP %d", r.StatusCode)
+	}
+	// Each resource a listen names costs the rate as a subscribe would:
+	// one naming two spends three tokens.
+	g3, _ := authGatewayPolicy(t, authPolicy+"  rate: {per_principal: 1/m, burst: 3}\n", "")
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	listenStream(ctx, t, g3, viewerToken, "u", map[string]any{"resourceSubscriptions": []string{"file:///a.md", "file:///b.md"}})
+	if r := openListen(t, g3, viewerToken, "u2", true); r.StatusCode != 429 {
+		t.Errorf("a listen after one that named two resources, at a burst of three: HTTP %d", r.StatusCode)
 	}
 
 	g2, _ := authGateway(t, "")

@@ -1383,6 +1383,12 @@ mutate stdio-input-closed-unread "a --stdio client whose request is still unread
 	'closed = ev&' \
 	-- "$e2epkg" 'TestGatewayStdioClientGoneWhileSettling'
 
+mutate gw-listen-rate-per-resource "a listen costs the rate one token however many resources it subscribes" \
+	internal/gateway/front/mcp.go \
+	'if len\(uris\) > 0 && pastRate\(x\.s\.limiters\.allowN\(x\.p, len\(uris\)\)\) \{' \
+	'if len(uris) < 0 && pastRate(x.s.limiters.allowN(x.p, len(uris))) {' \
+	-- "$e2epkg" 'TestGatewayListenBounded'
+
 echo
 echo "== summary"
 if ((${#results[@]} == 0)); then

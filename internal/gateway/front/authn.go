@@ -189,15 +189,25 @@ func (l *limiters) allow(p auth.Principal) (bool, time.Duration) {
 	return l.take(principalKey(p))
 }
 
+// allowN takes n tokens of p's bucket, at most a full burst, or reports
+// how long until they are there.
+func (l *limiters) allowN(p auth.Principal, n int) (bool, time.Duration) {
+	return l.takeN(principalKey(p), n)
+}
+
 // take takes one token of key's bucket, or reports how long until one is
 // there.
-func (l *limiters) take(key string) (bool, time.Duration) {
+func (l *limiters) take(key string) (bool, time.Duration) { return l.takeN(key, 1) }
+
+// takeN takes n tokens of key's bucket, at most a full burst (a bucket
+// never holds more), or reports how long until they are there.
+func (l *limiters) takeN(key string, n int) (bool, time.Duration) {
 	if l == nil {
 		return true, 0
 	}
 	now := time.Now()
 	e := l.get(key, now)
-	r := e.lim.ReserveN(now, 1)
+	r := e.lim.ReserveN(now, min(n, l.burst))
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
 		return false, d

@@ -829,19 +829,30 @@ func (sl *seenLists) visible(what uint32) uint32 {
 func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 	// A subscription is a request like any other for the rate, and a
 	// stream like any other for the bounds, whatever it asks to hear;
-	// the rate comes first, before its params cost anything.
-	if ok, wait := x.s.limiters.allow(x.p); !ok {
+	// the rate comes first, before its params cost anything. Each
+	// resource it names costs the rate as a resources/subscribe would
+	// (up to a full burst): it is one to the downstream.
+	pastRate := func(ok bool, wait time.Duration) bool {
+		if ok {
+			return false
+		}
 		x.s.metrics.RateLimited()
 		rep := rateLimited(m.ID, wait)
 		w.Header().Set("Retry-After", strconv.Itoa(rep.retryAfter))
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(rep.status)
 		w.Write(append(rep.msg, '\n'))
+		return true
+	}
+	if pastRate(x.s.limiters.allow(x.p)) {
 		return
 	}
 	want, uris, err := mcp.ListenParams(m.Params)
 	if err != nil {
 		writeError(w, http.StatusOK, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()), false)
+		return
+	}
+	if len(uris) > 0 && pastRate(x.s.limiters.allowN(x.p, len(uris))) {
 		return
 	}
 	if !x.acceptSSE {
