@@ -1389,6 +1389,12 @@ mutate gw-listen-rate-per-resource "a listen costs the rate one token however ma
 	'if len(uris) < 0 && pastRate(x.s.limiters.allowN(x.p, len(uris))) {' \
 	-- "$e2epkg" 'TestGatewayListenBounded'
 
+mutate session-listen-at-drain "a subscription read as the session begins to drain is never answered" \
+	internal/session/subscribe.go \
+	'if ss\.stopping\.Load\(\) \{\n\t\t// Read just as' \
+	'if false {\n\t\t// Read just as' \
+	-- "$sessionpkg" 'TestSubscriptionsListenAtDrain'
+
 echo
 echo "== summary"
 if ((${#results[@]} == 0)); then

@@ -73,6 +73,14 @@ func (ss *Session) listen(r replier, m *jsonrpc.Message) {
 	if rl != nil {
 		sub.heard.Prompts, sub.heard.Resources = want.Prompts, want.Resources
 	}
+	if ss.stopping.Load() {
+		// Read just as the session began to end, after endSubscriptions
+		// answered the open ones (stopping is set before it takes
+		// subMu): nothing would answer this one later.
+		ss.send(mcp.SubscriptionAcknowledged(m.ID, sub.heard, nil))
+		ss.send(mcp.SubscriptionComplete(m.ID))
+		return
+	}
 	if ss.subs == nil {
 		ss.subs = map[jsonrpc.ID]*listenSub{}
 	}
