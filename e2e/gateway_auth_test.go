@@ -737,15 +737,7 @@ func TestGatewayDownstreamUnavailableWithAuth(t *testing.T) {
 // refusal, unread).
 func openListen(t *testing.T, g *gw, tok, id string, tools bool) *http.Response {
 	t.Helper()
-	body := modernBody(id, "subscriptions/listen", map[string]any{"notifications": map[string]any{"toolsListChanged": tools}})
-	req, _ := http.NewRequestWithContext(ctxT(t), http.MethodPost, g.url, strings.NewReader(body))
-	for k, v := range modernHeaders("subscriptions/listen", "") {
-		req.Header.Set(k, v)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+tok)
-	r, err := http.DefaultClient.Do(req)
+	r, err := http.DefaultClient.Do(listenRequest(ctxT(t), g, tok, id, map[string]any{"toolsListChanged": tools}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -261,6 +261,26 @@ func openStream(ctx context.Context, t *testing.T, g *gw, tok, session string) <
 	return events(t, resp)
 }
 
+// watchedGateway starts a gateway in front of one fixture "fx" of era
+// (modern or legacy) that offers file:///watched.md, which everyone may
+// read, file:///secret.md, which admins alone may, and the tool touch;
+// rec is the file in which the fixture records what it received.
+func watchedGateway(t *testing.T, era string) (g *gw, rec string) {
+	t.Helper()
+	suiteLeaks.secret(adminToken, viewerToken, supportTok)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "r.json"), `{"resources":[`+resourceDesc("file:///watched.md", "watched", "W.")+`,`+
+		resourceDesc("file:///secret.md", "secret", "S.")+`]}`)
+	rec = filepath.Join(dir, "rec.log")
+	mark := newMark()
+	pol := "policy:\n  rules:\n    - {id: secret, resources: [\"fx:file:///secret.md\"], roles: [admin]}\n" +
+		"    - {id: reads, resources: [\"*:*\"], roles: [\"*\"]}\n    - {id: tools, tools: [\"*\"], roles: [\"*\"]}\n  rate: {per_principal: \"off\"}\n"
+	body := "auth:\n  tokens_env: E2E_TOKENS\n" + pol + "log:\n  level: debug\nservers:\n" +
+		fixture("fx", mark, map[string]string{"FIXTURE_RESOURCES": filepath.Join(dir, "r.json"), "FIXTURE_LOG": rec,
+			"FIXTURE_TOOLS": "touch", "FIXTURE_ERA": era})
+	return startGatewayWith(t, mark, body, "E2E_TOKENS="+tokensEnv()), rec
+}
+
 // TestGatewayResourceSubscriptions: in both downstream eras, a
 // resources/subscribe reaches the resource's owner once, and its
 // notifications/resources/updated reaches the subscribing session's
@@ -269,18 +289,7 @@ func openStream(ctx context.Context, t *testing.T, g *gw, tok, session string) <
 func TestGatewayResourceSubscriptions(t *testing.T) {
 	for _, era := range []string{"modern", "legacy"} {
 		t.Run(era, func(t *testing.T) {
-			suiteLeaks.secret(adminToken, viewerToken, supportTok)
-			dir := t.TempDir()
-			writeFile(t, filepath.Join(dir, "r.json"), `{"resources":[`+resourceDesc("file:///watched.md", "watched", "W.")+`,`+
-				resourceDesc("file:///secret.md", "secret", "S.")+`]}`)
-			rec := filepath.Join(dir, "rec.log")
-			mark := newMark()
-			pol := "policy:\n  rules:\n    - {id: secret, resources: [\"fx:file:///secret.md\"], roles: [admin]}\n" +
-				"    - {id: reads, resources: [\"*:*\"], roles: [\"*\"]}\n    - {id: tools, tools: [\"*\"], roles: [\"*\"]}\n  rate: {per_principal: \"off\"}\n"
-			body := "auth:\n  tokens_env: E2E_TOKENS\n" + pol + "log:\n  level: debug\nservers:\n" +
-				fixture("fx", mark, map[string]string{"FIXTURE_RESOURCES": filepath.Join(dir, "r.json"), "FIXTURE_LOG": rec,
-					"FIXTURE_TOOLS": "touch", "FIXTURE_ERA": era})
-			g := startGatewayWith(t, mark, body, "E2E_TOKENS="+tokensEnv())
+			g, rec := watchedGateway(t, era)
 			ctx, cancel := context.WithCancel(ctxT(t))
 			defer cancel()
 			alice, bob := legacyAs(t, g, viewerToken, "2025-11-25"), legacyAs(t, g, supportTok, "2025-11-25")
@@ -409,11 +418,9 @@ func TestGatewayResourceSpellings(t *testing.T) {
 	}
 }
 
-// listenStream opens a 2026-07-28 subscriptions/listen with id, asking for
-// notifications, as tok's principal; it returns the stream's messages,
-// the acknowledgement first, until ctx ends.
-func listenStream(ctx context.Context, t *testing.T, g *gw, tok, id string, notifications map[string]any) <-chan map[string]any {
-	t.Helper()
+// listenRequest is a 2026-07-28 subscriptions/listen with id, asking for
+// notifications, as tok's principal.
+func listenRequest(ctx context.Context, g *gw, tok, id string, notifications map[string]any) *http.Request {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.url,
 		strings.NewReader(modernBody(id, "subscriptions/listen", map[string]any{"notifications": notifications})))
 	for k, v := range modernHeaders("subscriptions/listen", "") {
@@ -422,7 +429,15 @@ func listenStream(ctx context.Context, t *testing.T, g *gw, tok, id string, noti
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
+	return req
+}
+
+// listenStream opens a 2026-07-28 subscriptions/listen with id, asking for
+// notifications, as tok's principal; it returns the stream's messages,
+// the acknowledgement first, until ctx ends.
+func listenStream(ctx context.Context, t *testing.T, g *gw, tok, id string, notifications map[string]any) <-chan map[string]any {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(listenRequest(ctx, g, tok, id, notifications))
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("listen: %v %v", err, resp)
 	}
@@ -441,18 +456,7 @@ func listenStream(ctx context.Context, t *testing.T, g *gw, tok, id string, noti
 func TestGatewayListenResources(t *testing.T) {
 	for _, era := range []string{"modern", "legacy"} {
 		t.Run(era, func(t *testing.T) {
-			suiteLeaks.secret(adminToken, viewerToken, supportTok)
-			dir := t.TempDir()
-			writeFile(t, filepath.Join(dir, "r.json"), `{"resources":[`+resourceDesc("file:///watched.md", "watched", "W.")+`,`+
-				resourceDesc("file:///secret.md", "secret", "S.")+`]}`)
-			rec := filepath.Join(dir, "rec.log")
-			mark := newMark()
-			pol := "policy:\n  rules:\n    - {id: secret, resources: [\"fx:file:///secret.md\"], roles: [admin]}\n" +
-				"    - {id: reads, resources: [\"*:*\"], roles: [\"*\"]}\n    - {id: tools, tools: [\"*\"], roles: [\"*\"]}\n  rate: {per_principal: \"off\"}\n"
-			body := "auth:\n  tokens_env: E2E_TOKENS\n" + pol + "servers:\n" +
-				fixture("fx", mark, map[string]string{"FIXTURE_RESOURCES": filepath.Join(dir, "r.json"), "FIXTURE_LOG": rec,
-					"FIXTURE_TOOLS": "touch", "FIXTURE_ERA": era})
-			g := startGatewayWith(t, mark, body, "E2E_TOKENS="+tokensEnv())
+			g, rec := watchedGateway(t, era)
 			ctx, cancel := context.WithCancel(ctxT(t))
 			defer cancel()
 			aliceCtx, aliceCloses := context.WithCancel(ctx)

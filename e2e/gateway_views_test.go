@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"net/http"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 )
@@ -29,20 +27,7 @@ func TestGatewayListChangedFollowsTheView(t *testing.T) {
 
 	listen := func(tok string) <-chan map[string]any {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctxT(t), http.MethodPost, g.url,
-			strings.NewReader(modernBody("l1", "subscriptions/listen", map[string]any{"notifications": map[string]any{"resourcesListChanged": true}})))
-		for k, v := range modernHeaders("subscriptions/listen", "") {
-			req.Header.Set(k, v)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("listen: %v %v", err, resp)
-		}
-		t.Cleanup(func() { resp.Body.Close() })
-		stream := events(t, resp)
+		stream := listenStream(ctxT(t), t, g, tok, "l1", map[string]any{"resourcesListChanged": true})
 		next(t, stream, "the acknowledgement")
 		return stream
 	}
