@@ -337,6 +337,40 @@ func TestGatewayResourceSubscriptions(t *testing.T) {
 	}
 }
 
+// TestGatewaySubscribeTakesASlot: a resources/subscribe is a call to the
+// server like any other, held to its in-flight bound: with the one slot
+// of a server taken by a call that hangs, the subscription waits for the
+// slot, which the hung call gives up only once it has timed out.
+func TestGatewaySubscribeTakesASlot(t *testing.T) {
+	suiteLeaks.secret(adminToken, viewerToken, supportTok)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "r.json"), `{"resources":[`+resourceDesc("file:///watched.md", "watched", "W.")+`]}`)
+	rec := filepath.Join(dir, "rec.log")
+	mark := newMark()
+	body := "auth:\n  tokens_env: E2E_TOKENS\npolicy:\n  rules:\n    - {id: reads, resources: [\"*:*\"], roles: [\"*\"]}\n" +
+		"    - {id: tools, tools: [\"*\"], roles: [\"*\"]}\n  rate: {per_principal: \"off\"}\nlimits:\n  inflight_per_downstream: 1\nservers:\n" +
+		fixture("fx", mark, map[string]string{"FIXTURE_RESOURCES": filepath.Join(dir, "r.json"), "FIXTURE_LOG": rec,
+			"FIXTURE_TOOLS": "hang", "FIXTURE_ERA": "legacy"}, "timeout: 2s")
+	g := startGatewayWith(t, mark, body, "E2E_TOKENS="+tokensEnv())
+	hung := make(chan struct{})
+	go func() {
+		defer close(hung)
+		h := modernHeaders("tools/call", "fx.hang")
+		h["Authorization"] = "Bearer " + adminToken
+		_, _ = g.post(ctxT(t), h, modernBody(1, "tools/call", map[string]any{"name": "fx.hang", "arguments": map[string]any{}}))
+	}()
+	waitUntil(t, "the hung call reached the server", func() bool { return strings.Contains(received(t, rec), `"tools/call"`) })
+	alice := legacyAs(t, g, viewerToken, "2025-11-25")
+	if m := alice.post(`{"jsonrpc":"2.0","id":5,"method":"resources/subscribe","params":{"uri":"file:///watched.md"}}`).msg(t); m["result"] == nil {
+		t.Fatalf("subscribe: %v", m)
+	}
+	// The hung call logs its timeout before it gives its slot back.
+	if !strings.Contains(g.p.stderr.String(), "downstream call timed out") {
+		t.Error("the subscription was sent while the server's one slot was taken")
+	}
+	<-hung
+}
+
 // TestGatewayResourceSpellings: a URI a template routes must be in
 // normal form — no other spelling of a private file reaches it past a
 // broader rule, nor of a URI another server owns exactly past that

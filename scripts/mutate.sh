@@ -1395,6 +1395,12 @@ mutate session-listen-at-drain "a subscription read as the session begins to dra
 	'if false {\n\t\t// Read just as' \
 	-- "$sessionpkg" 'TestSubscriptionsListenAtDrain'
 
+mutate gw-subscribe-no-slot "a resources/subscribe is sent past the server's in-flight bound" \
+	internal/gateway/subscribe.go \
+	'\tselect \{\n\tcase d\.inflight <- struct\{\}\{\}:\n\t\tdefer func\(\) \{ <-d\.inflight \}\(\)\n\tcase <-dctx\.Done\(\):\n\t\treturn g\.callError\(ctx, dctx, log, server, method, context\.Cause\(dctx\)\)\n\t\}\n' \
+	'' \
+	-- "$e2epkg" 'TestGatewaySubscribeTakesASlot'
+
 echo
 echo "== summary"
 if ((${#results[@]} == 0)); then

@@ -394,6 +394,15 @@ func (g *Gateway) forwardSubscription(ctx context.Context, c SubscribeRequest, s
 	params = append(params, '}')
 	dctx, cancel := context.WithTimeoutCause(ctx, d.cfg.Timeout.D(), errCallTimeout)
 	defer cancel()
+	// A subscription is a call to the server like any other: it takes a
+	// slot of the server's in-flight bound, so that a listen naming many
+	// resources cannot send the server more at once than calls may.
+	select {
+	case d.inflight <- struct{}{}:
+		defer func() { <-d.inflight }()
+	case <-dctx.Done():
+		return g.callError(ctx, dctx, log, server, method, context.Cause(dctx))
+	}
 	_, err := d.conn.Call(dctx, method, params, upstream.CallOptions{Name: c.URI,
 		Identity: &upstream.Identity{Subject: c.Principal.Subject, Roles: c.Principal.Roles, RequestID: c.RequestID}})
 	if err != nil {
