@@ -1401,6 +1401,54 @@ mutate gw-subscribe-no-slot "a resources/subscribe is sent past the server's in-
 	'' \
 	-- "$e2epkg" 'TestGatewaySubscribeTakesASlot'
 
+mutate gw-input-ignored "a 2026-07-28 server's input_required result is taken for a malformed one, never fulfilled" \
+	internal/gateway/invoke.go \
+	'for round := 1; err == nil; round\+\+ \{' \
+	'for round := 1; err == nil && false; round++ {' \
+	-- "$e2epkg" 'TestGatewayInputRequired'
+
+mutate gw-input-unbounded "a server that asks for input without end holds the call until its deadline" \
+	internal/gateway/invoke.go \
+	'if perr == nil && round > maxInputRounds \{' \
+	'if perr == nil && round > maxInputRounds*1000 {' \
+	-- "$e2epkg" 'TestGatewayInputRequired'
+
+mutate gw-input-state-dropped "the retry of an input_required round loses the server's requestState" \
+	internal/gateway/input.go \
+	'if state != nil \{' \
+	'if state != nil && false {' \
+	-- "$gwpkg" 'TestWithInput'
+
+mutate gw-input-undeclared "a caller is asked for input it did not declare it can give" \
+	internal/gateway/relay.go \
+	'if c\.ClientRequests == nil \|\| !declared \{' \
+	'if c.ClientRequests == nil || !declared && false {' \
+	-- "$e2epkg" 'TestGatewayInputRequired'
+
+mutate gw-input-methods "an input_required result may ask the caller any method" \
+	internal/gateway/input.go \
+	'if !isInputMethod\(q\.Method\) \{' \
+	'if false {' \
+	-- "$gwpkg" 'TestParseInputRound'
+
+mutate gw-input-requests-bound "an input_required result may name any number of requests" \
+	internal/gateway/input.go \
+	'case len\(r\.Requests\) > maxInputRequests:' \
+	'case len(r.Requests) > maxInputRequests*1000:' \
+	-- "$gwpkg" 'TestParseInputRound'
+
+mutate gw-input-caps-undeclared "a 2026-07-28 call declares its caller can give no input, so the server never asks" \
+	internal/gateway/invoke.go \
+	'ClientCapabilities: capabilitiesOf\(c\),' \
+	'ClientCapabilities: nil,' \
+	-- "$e2epkg" 'TestGatewayInputRequired'
+
+mutate gw-input-caps-unaskable "a 2026-07-28 call declares capabilities for a caller the gateway cannot ask" \
+	internal/gateway/relay.go \
+	'\tif c\.ClientRequests == nil \{\n\t\treturn jsontext\.Value\(`\{\}`\)\n\t\}\n' \
+	'' \
+	-- "$gwpkg" 'TestCapabilitiesOf'
+
 echo
 echo "== summary"
 if ((${#results[@]} == 0)); then

@@ -274,13 +274,44 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *tim
 		return nil, g.callError(ctx, dctx, log, t.Server, t.Qualified, context.Cause(dctx))
 	}
 	start := time.Now()
-	res, err := d.conn.Call(dctx, "tools/call", params, upstream.CallOptions{
+	opts := upstream.CallOptions{
 		Name: t.Name, ProgressToken: c.ProgressToken, Progress: progressOf(c),
 		Identity: &upstream.Identity{Subject: c.Principal.Subject, Roles: c.Principal.Roles, RequestID: c.RequestID},
 		Params:   mirrored,
 		Requests: g.relayRequests(c, t),
 		Messages: messagesOf(t.Server, c.Messages),
-	})
+		// A 2026-07-28 server asks only a client that declares it can
+		// answer: what the gateway can ask this caller.
+		ClientCapabilities: capabilitiesOf(c),
+	}
+	res, err := d.conn.Call(dctx, "tools/call", params, opts)
+	// A 2026-07-28 server asks for the caller's input by answering
+	// input_required: the gateway asks the caller and calls again with
+	// the answers, within the call's deadline and slot.
+	for round := 1; err == nil; round++ {
+		in, perr := parseInputRound(res)
+		if errors.Is(perr, errNotInputRequired) {
+			break
+		}
+		if perr == nil && round > maxInputRounds {
+			log.Warn("downstream asked for input too many times in one call", slog.String("server", t.Server), slog.String("tool", t.Qualified))
+			return nil, badGateway(t.Server, fmt.Sprintf("the server asked for the caller's input more than %d times", maxInputRounds), false)
+		}
+		if perr != nil {
+			log.Warn("downstream answered tools/call with a malformed input_required result", slog.String("server", t.Server),
+				slog.String("tool", t.Qualified), slog.String("error", perr.Error()))
+			return nil, badGateway(t.Server, "the server answered with a malformed result", false)
+		}
+		retry, ferr := g.fulfil(dctx, c, t, params, in)
+		var gwErr *Error
+		if errors.As(ferr, &gwErr) {
+			return nil, gwErr
+		}
+		if ferr != nil {
+			return nil, g.callError(ctx, dctx, log, t.Server, t.Qualified, ferr)
+		}
+		res, err = d.conn.Call(dctx, "tools/call", retry, opts)
+	}
 	*took = time.Since(start)
 	if err != nil {
 		return nil, g.callError(ctx, dctx, log, t.Server, t.Qualified, err)

@@ -21,6 +21,30 @@ type ClientCapabilities struct {
 // the result object, or the caller's JSON-RPC error.
 type ClientRequester func(ctx context.Context, method string, params jsontext.Value) (jsontext.Value, *jsonrpc.Error)
 
+// capabilitiesOf is the client capabilities object that a 2026-07-28
+// call on c's behalf declares: those of its caller the gateway can ask it
+// for, none when it cannot ask it at all (decision 24).
+func capabilitiesOf(c Call) jsontext.Value {
+	caps := c.ClientCapabilities
+	if c.ClientRequests == nil {
+		return jsontext.Value(`{}`)
+	}
+	b := []byte{'{'}
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{caps.Elicitation, "elicitation"}, {caps.Roots, "roots"}, {caps.Sampling, "sampling"}} {
+		if !f.on {
+			continue
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, `"`+f.name+`":{}`...)
+	}
+	return append(b, '}')
+}
+
 // declares reports whether caps covers a relayed request's method, and
 // names the capability.
 func (caps ClientCapabilities) declares(method string) (bool, string) {

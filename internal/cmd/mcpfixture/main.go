@@ -58,7 +58,11 @@
 // whoami (returns FIXTURE_NAME), array (structuredContent [1,2,3]), touch
 // (sends notifications/resources/updated for every subscribed resource
 // first), sample and elicit (send sampling/createMessage or
-// elicitation/create and return the answer as text), sample-cr (sample,
+// elicitation/create and return the answer as text), ask (answers
+// input_required with one elicitation and state "ask-state-1" when the
+// call's _meta declares elicitation, an isError result when not; the
+// retry with both returns the answer as text), ask-forever
+// (input_required whatever the call), sample-cr (sample,
 // with bare CRs as whitespace in the request's params), flood (sends 4000
 // log messages of 16 KiB first), log (sends a
 // notifications/message first). Any other name echoes.
@@ -587,10 +591,15 @@ func (s *server) list(m msg) {
 }
 
 type callParams struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-	Meta      struct {
-		ProgressToken json.RawMessage `json:"progressToken"`
+	Name           string          `json:"name"`
+	Arguments      json.RawMessage `json:"arguments"`
+	InputResponses json.RawMessage `json:"inputResponses"`
+	RequestState   *string         `json:"requestState"`
+	Meta           struct {
+		ProgressToken      json.RawMessage `json:"progressToken"`
+		ClientCapabilities struct {
+			Elicitation json.RawMessage `json:"elicitation"`
+		} `json:"io.modelcontextprotocol/clientCapabilities"`
 	} `json:"_meta"`
 }
 
@@ -686,6 +695,27 @@ func (s *server) call(m msg) {
 		}
 		text, _ := json.Marshal(got)
 		s.result(m.ID, fmt.Sprintf(`{"content":[{"type":"text","text":%s}],"isError":false}`, text))
+	case "ask":
+		// A 2026-07-28 tool that needs input: it answers input_required
+		// (one elicitation, a state), and the retry that carries the
+		// answer and that state gets the answer back as text. A retry
+		// with another state is asked again. A client that does not
+		// declare elicitation is not asked: an isError result says so.
+		if p.Meta.ClientCapabilities.Elicitation == nil {
+			s.result(m.ID, `{"content":[{"type":"text","text":"the client cannot elicit"}],"isError":true}`)
+			return
+		}
+		if p.RequestState == nil || *p.RequestState != "ask-state-1" || p.InputResponses == nil {
+			s.result(m.ID, `{"resultType":"input_required","inputRequests":{"confirm":{"method":"elicitation/create","params":{"message":"fixture asks","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}}}}}},"requestState":"ask-state-1"}`)
+			return
+		}
+		var r map[string]json.RawMessage
+		json.Unmarshal(p.InputResponses, &r)
+		text, _ := json.Marshal("answered " + string(r["confirm"]))
+		s.result(m.ID, fmt.Sprintf(`{"content":[{"type":"text","text":%s}],"isError":false}`, text))
+	case "ask-forever":
+		// Input required, whatever the retry brings.
+		s.result(m.ID, `{"resultType":"input_required","inputRequests":{"again":{"method":"elicitation/create","params":{"message":"again","requestedSchema":{"type":"object","properties":{}}}}},"requestState":"x"}`)
 	case "flood":
 		// Thousands of large log messages, as fast as they are read.
 		line := `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"flood","data":"` + strings.Repeat("x", 16<<10) + `"}}`

@@ -158,6 +158,11 @@ type CallOptions struct {
 	// notifications/message the downstream sends for this call, as
 	// Requests says (decision 23).
 	Messages func(params jsontext.Value)
+	// ClientCapabilities, when set, is what a 2026-07-28 request
+	// declares in _meta as its client's capabilities: those the gateway
+	// can ask its caller for (an input_required round). Unset, it
+	// declares none.
+	ClientCapabilities jsontext.Value
 }
 
 // Relayed server-to-client requests.
@@ -346,7 +351,7 @@ func (c *Client) handshake(ctx context.Context) error {
 // JSON-RPC error (which means: initialize instead).
 func (c *Client) discover(ctx context.Context) (modern bool, _ error) {
 	// server/discover carries nothing but _meta.
-	res, err := c.roundTrip(ctx, "server/discover", nil, modernMeta(), CallOptions{})
+	res, err := c.roundTrip(ctx, "server/discover", nil, modernMeta(nil), CallOptions{})
 	var rpcErr *RPCError
 	switch {
 	case err == nil:
@@ -406,13 +411,16 @@ func (c *Client) initialize(ctx context.Context) error {
 
 // modernMeta is what every 2026-07-28 request carries in params._meta:
 // the version and the client's capabilities are required on each request,
-// since the era keeps no session; clientInfo is recommended. Until
-// server-to-client requests are relayed, the gateway declares none.
-func modernMeta() map[string]jsontext.Value {
+// since the era keeps no session; clientInfo is recommended. The
+// capabilities are caps, or none when caps is nil.
+func modernMeta(caps jsontext.Value) map[string]jsontext.Value {
+	if caps == nil {
+		caps = jsontext.Value(`{}`)
+	}
 	return map[string]jsontext.Value{
 		mcp.MetaProtocolVersion:                      quote(mcp.V20260728),
 		"io.modelcontextprotocol/clientInfo":         jsontext.Value(clientInfo),
-		"io.modelcontextprotocol/clientCapabilities": jsontext.Value(`{}`),
+		"io.modelcontextprotocol/clientCapabilities": caps,
 	}
 }
 
@@ -428,7 +436,7 @@ func (c *Client) Call(ctx context.Context, method string, params []byte, opts Ca
 	}
 	var meta map[string]jsontext.Value
 	if info.Modern {
-		meta = modernMeta()
+		meta = modernMeta(opts.ClientCapabilities)
 	}
 	return c.roundTrip(ctx, method, params, meta, opts)
 }
@@ -535,7 +543,7 @@ func (c *Client) cancel(id int64) {
 	defer stop()
 	params := fmt.Appendf(nil, `{"requestId":%d,"reason":"cancelled by the gateway's caller"}`, id)
 	if info, ok := c.Info(); ok && info.Modern {
-		params, _ = withMeta(params, modernMeta())
+		params, _ = withMeta(params, modernMeta(nil))
 	}
 	if err := c.Notify(ctx, "notifications/cancelled", params); err != nil {
 		c.log.Debug("cancellation not sent", slog.String("error", err.Error()))

@@ -1,0 +1,151 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+)
+
+// A 2026-07-28 server does not send requests to its client: a call that
+// needs the client's input (sampling, elicitation, roots) is answered
+// with an input_required result naming the requests, and the client is
+// to retry the call with their results (multi round-trip requests). The
+// gateway fulfils such a round itself for a caller it can ask, through
+// the same relay as a session-era server's requests (decision 24): the
+// downstream's requestState never leaves the gateway, so no caller can
+// tamper with it or replay another's.
+
+// Bounds of the rounds of one call: past them the call fails, as the
+// official SDKs' clients do.
+const (
+	maxInputRounds   = 10
+	maxInputRequests = 16
+)
+
+// inputRequest is one request of an input_required result.
+type inputRequest struct {
+	Method string         `json:"method"`
+	Params jsontext.Value `json:"params"`
+}
+
+// inputRound is an input_required result: the requests to fulfil, by the
+// server's keys, and the state to send back with their results.
+type inputRound struct {
+	Requests map[string]inputRequest
+	State    *string
+}
+
+// errNotInputRequired: the result is not an input_required one.
+var errNotInputRequired = errors.New("not input_required")
+
+// parseInputRound reads res as an input_required result. It returns
+// errNotInputRequired for any other result, and an error saying what is
+// wrong with one that is malformed.
+func parseInputRound(res jsontext.Value) (*inputRound, error) {
+	if !bytes.Contains(res, []byte(`"input_required"`)) {
+		return nil, errNotInputRequired // the common case, without a parse
+	}
+	var r struct {
+		ResultType *string                 `json:"resultType"`
+		Requests   map[string]inputRequest `json:"inputRequests"`
+		State      *string                 `json:"requestState"`
+		Meta       jsontext.Value          `json:"_meta"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil {
+		return nil, errNotInputRequired // parseResult says what is wrong
+	}
+	if r.ResultType == nil || *r.ResultType != "input_required" {
+		return nil, errNotInputRequired
+	}
+	switch {
+	case r.Requests == nil && r.State == nil:
+		return nil, errors.New("an input_required result names neither inputRequests nor requestState")
+	case len(r.Requests) > maxInputRequests:
+		return nil, fmt.Errorf("an input_required result names more than %d requests", maxInputRequests)
+	}
+	// The keys are the server's words: the errors, which are logged, do
+	// not repeat them.
+	for _, q := range r.Requests {
+		if !isInputMethod(q.Method) {
+			return nil, errors.New("an inputRequests entry is not sampling/createMessage, elicitation/create or roots/list")
+		}
+		if len(q.Params) > 0 && q.Params.Kind() != '{' && q.Params.Kind() != 'n' {
+			return nil, errors.New("an inputRequests entry's params are not an object")
+		}
+	}
+	return &inputRound{Requests: r.Requests, State: r.State}, nil
+}
+
+// isInputMethod reports whether method may be asked in an input_required
+// result.
+func isInputMethod(method string) bool {
+	switch method {
+	case "sampling/createMessage", "elicitation/create", "roots/list":
+		return true
+	}
+	return false
+}
+
+// fulfil asks the caller each request of round, through the relay of
+// decision 24 (the capability it declared, the audit), and returns the
+// params of the retry: params with the results as inputResponses and the
+// round's requestState. A request the caller cannot be asked, or answers
+// with an error, fails the call: an input_required round has no place
+// for an error.
+func (g *Gateway) fulfil(ctx context.Context, c Call, t *catalog.Tool, params []byte, round *inputRound) ([]byte, error) {
+	ask := g.relayRequests(c, t)
+	responses := map[string]jsontext.Value{}
+	for key, q := range round.Requests {
+		p := q.Params
+		if len(p) == 0 || p.Kind() == 'n' {
+			p = jsontext.Value(`{}`)
+		}
+		res, rerr := ask(ctx, q.Method, p)
+		if rerr != nil {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			why := "the caller could not answer its " + q.Method
+			if rerr.Code == jsonrpc.CodeMethodNotFound {
+				why = "the server needs " + q.Method + " from the caller, which it did not declare or cannot be asked"
+			}
+			data, _ := json.Marshal(map[string]string{"server": t.Server, "tool": t.Qualified, "method": q.Method})
+			return nil, &Error{Code: CodeBadGateway, Status: http.StatusBadGateway, Message: "Bad gateway: " + why, Data: data}
+		}
+		v := jsontext.Value(bytes.Clone(res))
+		if v.Compact() != nil {
+			return nil, badGateway(t.Server, "the caller's answer to "+q.Method+" is not valid JSON", false)
+		}
+		responses[key] = v
+	}
+	return withInput(params, responses, round.State)
+}
+
+// withInput is the params object params with inputResponses and
+// requestState added; the caller's own params never carry either (the
+// front refuses them), so neither is there already.
+func withInput(params []byte, responses map[string]jsontext.Value, state *string) ([]byte, error) {
+	if len(params) < 2 || params[len(params)-1] != '}' {
+		return nil, errors.New("gateway: call params are not an object")
+	}
+	b := bytes.Clone(params[:len(params)-1])
+	enc, err := json.Marshal(responses, json.Deterministic(true))
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `,"inputResponses":`...)
+	b = append(b, enc...)
+	if state != nil {
+		b = append(b, `,"requestState":`...)
+		b, _ = jsontext.AppendQuote(b, *state)
+	}
+	return append(b, '}'), nil
+}

@@ -1,0 +1,98 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+)
+
+func TestParseInputRound(t *testing.T) {
+	elicit := `{"method":"elicitation/create","params":{"message":"?"}}`
+	for _, tc := range []struct {
+		name, res string
+		requests  int
+		state     string
+		notInput  bool
+		bad       string
+	}{
+		{name: "a result", res: `{"content":[],"isError":false}`, notInput: true},
+		{name: "complete", res: `{"resultType":"complete","content":[{"type":"text","text":"input_required"}]}`, notInput: true},
+		{name: "not an object", res: `["input_required"]`, notInput: true},
+		{name: "requests and state", res: `{"resultType":"input_required","inputRequests":{"a":` + elicit + `},"requestState":"s"}`, requests: 1, state: "s"},
+		{name: "state alone", res: `{"resultType":"input_required","requestState":"s"}`, state: "s"},
+		{name: "requests alone, params absent", res: `{"resultType":"input_required","inputRequests":{"r":{"method":"roots/list"}}}`, requests: 1},
+		{name: "neither", res: `{"resultType":"input_required"}`, bad: "neither"},
+		{name: "another method", res: `{"resultType":"input_required","inputRequests":{"a":{"method":"tools/call","params":{}}}}`, bad: "is not sampling"},
+		{name: "params not an object", res: `{"resultType":"input_required","inputRequests":{"a":{"method":"roots/list","params":[]}}}`, bad: "not an object"},
+		{name: "too many", res: `{"resultType":"input_required","inputRequests":{` + manyRequests(maxInputRequests+1, elicit) + `}}`, bad: "more than"},
+		{name: "as many as may be", res: `{"resultType":"input_required","inputRequests":{` + manyRequests(maxInputRequests, elicit) + `}}`, requests: maxInputRequests},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, err := parseInputRound(jsontext.Value(tc.res))
+			switch {
+			case tc.notInput:
+				if !errors.Is(err, errNotInputRequired) {
+					t.Fatalf("parseInputRound = %+v, %v; want errNotInputRequired", in, err)
+				}
+			case tc.bad != "":
+				if err == nil || errors.Is(err, errNotInputRequired) || !strings.Contains(err.Error(), tc.bad) {
+					t.Fatalf("parseInputRound = %+v, %v; want an error saying %q", in, err, tc.bad)
+				}
+				if strings.Contains(err.Error(), `"a"`) {
+					t.Errorf("the error repeats the server's key: %v", err)
+				}
+			default:
+				if err != nil || len(in.Requests) != tc.requests || (tc.state == "") != (in.State == nil) || (in.State != nil && *in.State != tc.state) {
+					t.Fatalf("parseInputRound = %+v, %v", in, err)
+				}
+			}
+		})
+	}
+}
+
+func manyRequests(n int, req string) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = `"k` + strings.Repeat("x", i) + `":` + req
+	}
+	return strings.Join(parts, ",")
+}
+
+func TestWithInput(t *testing.T) {
+	state := `a "quoted" state`
+	got, err := withInput([]byte(`{"name":"t","arguments":{}}`), map[string]jsontext.Value{"b": jsontext.Value(`{"x":1}`), "a": jsontext.Value(`{}`)}, &state)
+	if want := `{"name":"t","arguments":{},"inputResponses":{"a":{},"b":{"x":1}},"requestState":"a \"quoted\" state"}`; err != nil || string(got) != want {
+		t.Errorf("withInput = %s, %v\nwant %s", got, err, want)
+	}
+	got, err = withInput([]byte(`{"name":"t"}`), map[string]jsontext.Value{}, nil)
+	if want := `{"name":"t","inputResponses":{}}`; err != nil || string(got) != want {
+		t.Errorf("withInput without a state = %s, %v", got, err)
+	}
+	if _, err := withInput([]byte(`[]`), nil, nil); err == nil {
+		t.Error("withInput of params that are not an object succeeded")
+	}
+}
+
+func TestCapabilitiesOf(t *testing.T) {
+	ask := ClientRequester(func(context.Context, string, jsontext.Value) (jsontext.Value, *jsonrpc.Error) { return nil, nil })
+	all := ClientCapabilities{Sampling: true, Elicitation: true, Roots: true}
+	for _, tc := range []struct {
+		name string
+		c    Call
+		want string
+	}{
+		{"a caller that can be asked", Call{ClientCapabilities: all, ClientRequests: ask}, `{"elicitation":{},"roots":{},"sampling":{}}`},
+		{"what it declared", Call{ClientCapabilities: ClientCapabilities{Roots: true}, ClientRequests: ask}, `{"roots":{}}`},
+		{"nothing declared", Call{ClientRequests: ask}, `{}`},
+		{"a caller that cannot be asked, whatever it declared", Call{ClientCapabilities: all}, `{}`},
+	} {
+		if got := string(capabilitiesOf(tc.c)); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
