@@ -5,10 +5,12 @@ import (
 	"testing"
 )
 
-// logging/setLevel "error" after "debug": the one stdio client asked for
-// error and above (MCP logging: "server then sends that level and more
-// severe"; decision 23: the level the gateway relays to that caller), yet
-// an info message from the downstream still reaches it.
+// TestGatewayStdioSetLevelRaised: after logging/setLevel "debug" and then
+// "error", the one stdio client hears error and above only (MCP logging:
+// "server then sends that level and more severe"; decision 23: the level
+// the gateway relays to that caller): the downstream's info message of a
+// call no longer reaches it, though the downstream is still at debug for
+// any other caller.
 func TestGatewayStdioSetLevelRaised(t *testing.T) {
 	mark := newMark()
 	path, _ := stdioRelayConfig(t, mark)
@@ -22,18 +24,7 @@ func TestGatewayStdioSetLevelRaised(t *testing.T) {
 		}
 	}
 	p.call(30, "fx.log", map[string]any{})
-	var logged []string
-	for {
-		m := p.recv()
-		if m["method"] == "notifications/message" {
-			logged = append(logged, mustJSON(t, m["params"]))
-			continue
-		}
-		if m["id"] == float64(30) {
-			break
-		}
-	}
-	if len(logged) != 0 {
+	if logged := p.messagesUntil(30); len(logged) != 0 {
 		t.Errorf("after logging/setLevel error the client heard %v", logged)
 	}
 	p.closeStdin()

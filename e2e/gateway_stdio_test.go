@@ -200,18 +200,7 @@ func TestGatewayStdioDeclares(t *testing.T) {
 	// A log message the downstream sends while it serves a call reaches
 	// the client, before the answer, tagged with the server's name.
 	p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 13, "method": "tools/call", "params": map[string]any{"_meta": meta, "name": "fx.log", "arguments": map[string]any{}}})
-	var logged []string
-	for {
-		m := p.recv()
-		if m["method"] == "notifications/message" {
-			logged = append(logged, mustJSON(t, m["params"]))
-			continue
-		}
-		if m["id"] == float64(13) {
-			break
-		}
-	}
-	if !slices.Equal(logged, []string{`{"data":"fixture log line","level":"info","logger":"fx/work"}`}) {
+	if logged := p.messagesUntil(13); !slices.Equal(logged, []string{`{"data":"fixture log line","level":"info","logger":"fx/work"}`}) {
 		t.Errorf("log messages heard during the call: %v", logged)
 	}
 	p.closeStdin()
@@ -363,6 +352,23 @@ func TestGatewayStdioListenResources(t *testing.T) {
 		t.Errorf("the gateway did not exit cleanly: %v", err)
 	}
 	waitUntil(t, "no child left", func() bool { return len(leftovers(mark)) == 0 })
+}
+
+// messagesUntil reads up to the answer to request id and returns the
+// params of the log messages heard before it.
+func (p *proc) messagesUntil(id int) []string {
+	p.t.Helper()
+	var logged []string
+	for {
+		m := p.recv()
+		if m["method"] == "notifications/message" {
+			logged = append(logged, mustJSON(p.t, m["params"]))
+			continue
+		}
+		if m["id"] == float64(id) {
+			return logged
+		}
+	}
 }
 
 // TestGatewayStdioDeclaresAtInitialize: a client that initializes the

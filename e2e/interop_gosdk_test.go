@@ -192,7 +192,7 @@ func contentText(res *mcp.CallToolResult) string {
 	return strings.Join(texts, "\n")
 }
 
-func mustJSON(t *testing.T, v any) string {
+func mustJSON(t testing.TB, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {

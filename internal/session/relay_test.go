@@ -379,21 +379,12 @@ func TestRelayMessages(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var hadMessages []bool
-	logger := tool.MustNew(tool.Descriptor{
-		Name:        "logger",
-		InputSchema: jsontext.Value(`{"type":"object","additionalProperties":false}`),
-	}, func(ctx context.Context, _ struct{}) (blockOut, error) {
-		send := tool.MessagesOf(ctx)
+	reg := loggerTools(t, func(send func(jsontext.Value)) {
 		hadMessages = append(hadMessages, send != nil)
 		if send != nil {
 			send(jsontext.Value("{\"level\":\"info\",\n\t\"data\": \"line\"\r\n}"))
 		}
-		return blockOut{OK: true}, nil
 	})
-	reg, err := tool.NewRegistry(logger)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: reg}, Relay: newFakeRelay(mcp.Offered{Logging: true})})
 	stop := time.AfterFunc(30*time.Second, func() { h.in.Close(); cancel() })
 	defer stop.Stop()
@@ -421,25 +412,34 @@ func TestRelayMessages(t *testing.T) {
 	}
 }
 
-// TestRelayMessagesLevel: once the client's logging/setLevel is accepted,
-// a relaying server passes on only log messages of that level or more
-// severe, whatever its downstream sends.
-func TestRelayMessagesLevel(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// loggerTools is a registry of one tool, "logger", that calls logs with
+// the way to send log messages its context gives it (nil for none).
+func loggerTools(t *testing.T, logs func(send func(jsontext.Value))) *tool.Registry {
+	t.Helper()
 	logger := tool.MustNew(tool.Descriptor{
 		Name:        "logger",
 		InputSchema: jsontext.Value(`{"type":"object","additionalProperties":false}`),
 	}, func(ctx context.Context, _ struct{}) (blockOut, error) {
-		send := tool.MessagesOf(ctx)
-		send(jsontext.Value(`{"level":"info","data":"chatter"}`))
-		send(jsontext.Value(`{"level":"error","data":"broken"}`))
+		logs(tool.MessagesOf(ctx))
 		return blockOut{OK: true}, nil
 	})
 	reg, err := tool.NewRegistry(logger)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return reg
+}
+
+// TestRelayMessagesLevel: once the client's logging/setLevel is accepted,
+// a relaying server passes on only log messages of that level or more
+// severe, whatever its downstream sends.
+func TestRelayMessagesLevel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reg := loggerTools(t, func(send func(jsontext.Value)) {
+		send(jsontext.Value(`{"level":"info","data":"chatter"}`))
+		send(jsontext.Value(`{"level":"error","data":"broken"}`))
+	})
 	h := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: reg}, Relay: newFakeRelay(mcp.Offered{Logging: true})})
 	stop := time.AfterFunc(30*time.Second, func() { h.in.Close(); cancel() })
 	defer stop.Stop()
