@@ -772,6 +772,10 @@ func TestGatewayListenBounded(t *testing.T) {
 	if r := openListen(t, g3, viewerToken, "u2", true); r.StatusCode != 429 {
 		t.Errorf("a listen after one that named two resources, at a burst of three: HTTP %d", r.StatusCode)
 	}
+	// All together it costs at most a full burst: with a burst of one, a
+	// listen naming resources can still be opened.
+	g4, _ := authGatewayPolicy(t, authPolicy+"  rate: {per_principal: 1/m, burst: 1}\n", "")
+	listenStream(ctx, t, g4, viewerToken, "v", map[string]any{"resourceSubscriptions": []string{"file:///a.md", "file:///b.md"}})
 
 	g2, _ := authGateway(t, "")
 	n := 0

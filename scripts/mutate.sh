@@ -1379,14 +1379,20 @@ mutate stdio-settle-input-ignored "a --stdio client that closes its input while 
 
 mutate stdio-input-closed-unread "a --stdio client whose request is still unread is taken for gone" \
 	internal/stdio/stdio.go \
-	'closed = ev&unix\.POLLIN == 0 && ev&' \
-	'closed = ev&' \
+	'closed = err == nil && waiting == 0' \
+	'closed = err == nil && waiting >= 0' \
 	-- "$e2epkg" 'TestGatewayStdioClientGoneWhileSettling'
+
+mutate stdio-input-closed-socket "a client on a socket (as Node's child processes get) is never seen to close its input" \
+	internal/stdio/stdio.go \
+	'closed = err == nil && waiting == 0' \
+	'closed = false && err == nil && waiting == 0' \
+	-- ./internal/stdio 'TestInputClosed'
 
 mutate gw-listen-rate-per-resource "a listen costs the rate one token however many resources it subscribes" \
 	internal/gateway/front/mcp.go \
-	'if len\(uris\) > 0 && pastRate\(x\.s\.limiters\.allowN\(x\.p, len\(uris\)\)\) \{' \
-	'if len(uris) < 0 && pastRate(x.s.limiters.allowN(x.p, len(uris))) {' \
+	'if len\(uris\) > 0 && pastRate\(x\.s\.limiters\.allowMore\(x\.p, len\(uris\)\)\) \{' \
+	'if len(uris) < 0 && pastRate(x.s.limiters.allowMore(x.p, len(uris))) {' \
 	-- "$e2epkg" 'TestGatewayListenBounded'
 
 mutate session-listen-at-drain "a subscription read as the session begins to drain is never answered" \
@@ -1448,6 +1454,12 @@ mutate gw-input-caps-unaskable "a 2026-07-28 call declares capabilities for a ca
 	'\tif c\.ClientRequests == nil \{\n\t\treturn jsontext\.Value\(`\{\}`\)\n\t\}\n' \
 	'' \
 	-- "$gwpkg" 'TestCapabilitiesOf'
+
+mutate gw-listen-rate-past-burst "a listen naming resources costs more than a full burst, so it can never be opened" \
+	internal/gateway/front/authn.go \
+	'if n = min\(n, l\.burst-1\); n <= 0 \{' \
+	'if n = min(n, l.burst); n <= 0 {' \
+	-- "$e2epkg" 'TestGatewayListenBounded'
 
 echo
 echo "== summary"

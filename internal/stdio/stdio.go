@@ -125,7 +125,18 @@ func InputClosed(in *os.File) bool {
 			return
 		}
 		ev := fds[0].Revents
-		closed = ev&unix.POLLIN == 0 && ev&(unix.POLLHUP|unix.POLLRDHUP|unix.POLLERR) != 0
+		if ev&(unix.POLLHUP|unix.POLLRDHUP|unix.POLLERR) == 0 {
+			return // the writer is still there
+		}
+		if ev&unix.POLLIN == 0 {
+			closed = true // a pipe: hung up, and nothing to read
+			return
+		}
+		// A socket reports its end as readable (a read returns EOF), as
+		// a hung-up pipe with bytes left in it does: count what is left.
+		// Node's child processes (libuv) get a socket pair for stdin.
+		waiting, err := unix.IoctlGetInt(int(fd), unix.TIOCINQ)
+		closed = err == nil && waiting == 0
 	})
 	return closed
 }

@@ -189,9 +189,17 @@ func (l *limiters) allow(p auth.Principal) (bool, time.Duration) {
 	return l.take(principalKey(p))
 }
 
-// allowN takes n tokens of p's bucket, at most a full burst, or reports
-// how long until they are there.
-func (l *limiters) allowN(p auth.Principal, n int) (bool, time.Duration) {
+// allowMore takes n more tokens of p's bucket for a request that took one
+// already (allow), so many that the two together are at most a full
+// burst: a bucket never holds more, and a request within the bounds must
+// be possible with a full one. It reports how long until they are there.
+func (l *limiters) allowMore(p auth.Principal, n int) (bool, time.Duration) {
+	if l == nil {
+		return true, 0
+	}
+	if n = min(n, l.burst-1); n <= 0 {
+		return true, 0
+	}
 	return l.takeN(principalKey(p), n)
 }
 
@@ -199,15 +207,15 @@ func (l *limiters) allowN(p auth.Principal, n int) (bool, time.Duration) {
 // there.
 func (l *limiters) take(key string) (bool, time.Duration) { return l.takeN(key, 1) }
 
-// takeN takes n tokens of key's bucket, at most a full burst (a bucket
-// never holds more), or reports how long until they are there.
+// takeN takes n tokens of key's bucket (at most its burst), or reports
+// how long until they are there.
 func (l *limiters) takeN(key string, n int) (bool, time.Duration) {
 	if l == nil {
 		return true, 0
 	}
 	now := time.Now()
 	e := l.get(key, now)
-	r := e.lim.ReserveN(now, min(n, l.burst))
+	r := e.lim.ReserveN(now, n)
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
 		return false, d

@@ -831,7 +831,7 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 	// stream like any other for the bounds, whatever it asks to hear;
 	// the rate comes first, before its params cost anything. Each
 	// resource it names costs the rate as a resources/subscribe would
-	// (up to a full burst): it is one to the downstream.
+	// (all together up to a full burst): it is one to the downstream.
 	pastRate := func(ok bool, wait time.Duration) bool {
 		if ok {
 			return false
@@ -852,7 +852,7 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 		writeError(w, http.StatusOK, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()), false)
 		return
 	}
-	if len(uris) > 0 && pastRate(x.s.limiters.allowN(x.p, len(uris))) {
+	if len(uris) > 0 && pastRate(x.s.limiters.allowMore(x.p, len(uris))) {
 		return
 	}
 	if !x.acceptSSE {
