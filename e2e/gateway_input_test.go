@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -92,5 +93,52 @@ func TestGatewayInputRequired(t *testing.T) {
 		b := string(raw)
 		return strings.Contains(b, `"method":"elicitation/create","tool":"fx.ask","outcome":"allow"`) &&
 			strings.Contains(b, `"method":"elicitation/create","tool":"fx.ask-forever","outcome":"deny","reason":"capability_not_declared"`)
+	})
+}
+
+// TestGatewayInputRequiredCallerSlow: a caller that takes the call's
+// deadline to answer a round of input is named for it — not the server,
+// which answered at once — and the audit's downstream_ms is the server's
+// own time, not the caller's.
+func TestGatewayInputRequiredCallerSlow(t *testing.T) {
+	mark := newMark()
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	g := startGateway(t, mark, fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "ask"}, "timeout: 2s"),
+		fmt.Sprintf("audit: {file: %q}\n", audit))
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	stream := callStream(ctx, t, g, relaySession(t, g, `{"elicitation":{}}`), "fx.ask")
+	if m := next(t, stream, "the elicitation"); m["method"] != "elicitation/create" {
+		t.Fatalf("the caller was sent %v", m)
+	}
+	// The caller never answers: it is told the request is cancelled, and
+	// then gets the call's answer.
+	m := next(t, stream, "the call's answer")
+	if m["method"] == "notifications/cancelled" {
+		m = next(t, stream, "the call's answer")
+	}
+	if code, msg := errorOf(t, m); code != -32003 || !strings.Contains(msg, "the caller did not answer") {
+		t.Errorf("a caller that took the deadline: %v", m)
+	}
+	if strings.Contains(g.p.stderr.String(), "downstream call timed out") {
+		t.Error("the server is blamed for the caller's time")
+	}
+	waitUntil(t, "the call's audit", func() bool {
+		raw, _ := os.ReadFile(audit)
+		for line := range strings.SplitSeq(string(raw), "\n") {
+			if !strings.Contains(line, `"method":"tools/call"`) {
+				continue
+			}
+			var ev struct {
+				DownstreamMS *float64 `json:"downstream_ms"`
+			}
+			if json.Unmarshal([]byte(line), &ev) == nil && ev.DownstreamMS != nil {
+				if *ev.DownstreamMS >= 1000 {
+					t.Errorf("downstream_ms %v counts the caller's time", *ev.DownstreamMS)
+				}
+				return true
+			}
+		}
+		return false
 	})
 }

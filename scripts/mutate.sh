@@ -1461,6 +1461,36 @@ mutate gw-listen-rate-past-burst "a listen naming resources costs more than a fu
 	'if n = min(n, l.burst); n <= 0 {' \
 	-- "$e2epkg" 'TestGatewayListenBounded'
 
+mutate gw-input-escaped "an input_required result whose resultType is spelled with an escape is not read as one" \
+	internal/gateway/input.go \
+	' && !bytes\.Contains\(res, \[\]byte\(`\\u`\)\)' \
+	'' \
+	-- "$gwpkg" 'TestParseInputRound'
+
+mutate gw-result-kind "a result of a kind other than complete is relayed as a complete one" \
+	internal/gateway/invoke.go \
+	'if r\.ResultType != nil && \*r\.ResultType != "complete" \{' \
+	'if r.ResultType != nil && false {' \
+	-- "$gwpkg" 'TestParseResultKinds'
+
+mutate gw-result-words "a malformed result's log line quotes the server's member names" \
+	internal/gateway/invoke.go \
+	'if json\.Unmarshal\(res, &r\) != nil \{\n\t\treturn nil, errors\.New\("the result does not match CallToolResult"\)' \
+	'if err := json.Unmarshal(res, &r); err != nil {\n\t\treturn nil, err' \
+	-- "$gwpkg" 'TestParseResultKinds'
+
+mutate gw-input-caller-timeout "a caller that takes the deadline to answer a round of input is reported as the server's timeout" \
+	internal/gateway/input.go \
+	'if context\.Cause\(ctx\) == errCallTimeout \{' \
+	'if false {' \
+	-- "$e2epkg" 'TestGatewayInputRequiredCallerSlow'
+
+mutate gw-input-downstream-time "the audit's downstream_ms counts the caller's time answering a round of input" \
+	internal/gateway/invoke.go \
+	'defer func\(\) \{ \*took = downstreamTime \}\(\)' \
+	'defer func() { *took = time.Since(start) }()' \
+	-- "$e2epkg" 'TestGatewayInputRequiredCallerSlow'
+
 echo
 echo "== summary"
 if ((${#results[@]} == 0)); then

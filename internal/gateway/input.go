@@ -47,23 +47,28 @@ type inputRound struct {
 var errNotInputRequired = errors.New("not input_required")
 
 // parseInputRound reads res as an input_required result. It returns
-// errNotInputRequired for any other result, and an error saying what is
-// wrong with one that is malformed.
+// errNotInputRequired for any other result (parseResult judges those),
+// and an error saying what is wrong with one that is malformed; the
+// error is logged, so it never quotes what the server wrote.
 func parseInputRound(res jsontext.Value) (*inputRound, error) {
-	if !bytes.Contains(res, []byte(`"input_required"`)) {
-		return nil, errNotInputRequired // the common case, without a parse
+	// The common case without a parse: a result that names
+	// input_required nowhere and escapes nothing (an escape could spell
+	// it, or resultType).
+	if !bytes.Contains(res, []byte("input_required")) && !bytes.Contains(res, []byte(`\u`)) {
+		return nil, errNotInputRequired
+	}
+	var kind struct {
+		ResultType *string `json:"resultType"`
+	}
+	if json.Unmarshal(res, &kind) != nil || kind.ResultType == nil || *kind.ResultType != "input_required" {
+		return nil, errNotInputRequired
 	}
 	var r struct {
-		ResultType *string                 `json:"resultType"`
-		Requests   map[string]inputRequest `json:"inputRequests"`
-		State      *string                 `json:"requestState"`
-		Meta       jsontext.Value          `json:"_meta"`
+		Requests map[string]inputRequest `json:"inputRequests"`
+		State    *string                 `json:"requestState"`
 	}
-	if err := json.Unmarshal(res, &r); err != nil {
-		return nil, errNotInputRequired // parseResult says what is wrong
-	}
-	if r.ResultType == nil || *r.ResultType != "input_required" {
-		return nil, errNotInputRequired
+	if json.Unmarshal(res, &r) != nil {
+		return nil, errors.New("an input_required result does not match InputRequiredResult")
 	}
 	switch {
 	case r.Requests == nil && r.State == nil:
@@ -110,6 +115,12 @@ func (g *Gateway) fulfil(ctx context.Context, c Call, t *catalog.Tool, params []
 		}
 		res, rerr := ask(ctx, q.Method, p)
 		if rerr != nil {
+			if context.Cause(ctx) == errCallTimeout {
+				// The server answered; the caller took the deadline.
+				data, _ := json.Marshal(map[string]string{"server": t.Server, "tool": t.Qualified, "method": q.Method})
+				return nil, &Error{Code: CodeBadGateway, Status: http.StatusGatewayTimeout,
+					Message: "Bad gateway: the caller did not answer the server's " + q.Method + " in time", Data: data}
+			}
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx)
 			}

@@ -30,6 +30,13 @@ func TestParseInputRound(t *testing.T) {
 		{name: "another method", res: `{"resultType":"input_required","inputRequests":{"a":{"method":"tools/call","params":{}}}}`, bad: "is not sampling"},
 		{name: "params not an object", res: `{"resultType":"input_required","inputRequests":{"a":{"method":"roots/list","params":[]}}}`, bad: "not an object"},
 		{name: "too many", res: `{"resultType":"input_required","inputRequests":{` + manyRequests(maxInputRequests+1, elicit) + `}}`, bad: "more than"},
+		{name: "an escape spells input_required", res: `{"resultType":"input\u005frequired","inputRequests":[]}`, bad: "does not match"},
+		{name: "requests not an object", res: `{"resultType":"input_required","inputRequests":[]}`, bad: "does not match"},
+		{name: "state not a string", res: `{"resultType":"input_required","requestState":7}`, bad: "does not match"},
+		{name: "a request not an object", res: `{"resultType":"input_required","inputRequests":{"a":"roots/list"}}`, bad: "does not match"},
+		// Not valid JSON for the gateway at all: parseResult refuses it
+		// (TestParseResultKinds).
+		{name: "a repeated key", res: `{"resultType":"input_required","inputRequests":{"SECRET":{"method":"roots/list"},"SECRET":{"method":"roots/list"}}}`, notInput: true},
 		{name: "as many as may be", res: `{"resultType":"input_required","inputRequests":{` + manyRequests(maxInputRequests, elicit) + `}}`, requests: maxInputRequests},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,8 +50,8 @@ func TestParseInputRound(t *testing.T) {
 				if err == nil || errors.Is(err, errNotInputRequired) || !strings.Contains(err.Error(), tc.bad) {
 					t.Fatalf("parseInputRound = %+v, %v; want an error saying %q", in, err, tc.bad)
 				}
-				if strings.Contains(err.Error(), `"a"`) {
-					t.Errorf("the error repeats the server's key: %v", err)
+				if strings.Contains(err.Error(), `"a"`) || strings.Contains(err.Error(), "SECRET") {
+					t.Errorf("the error repeats the server's words: %v", err)
 				}
 			default:
 				if err != nil || len(in.Requests) != tc.requests || (tc.state == "") != (in.State == nil) || (in.State != nil && *in.State != tc.state) {
@@ -93,6 +100,29 @@ func TestCapabilitiesOf(t *testing.T) {
 	} {
 		if got := string(capabilitiesOf(tc.c)); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestParseResultKinds: a result of another kind than complete is not
+// relayed as one, and what is wrong is said without the server's words.
+func TestParseResultKinds(t *testing.T) {
+	for _, tc := range []struct {
+		name, res string
+		ok        bool
+	}{
+		{"complete", `{"resultType":"complete","content":[]}`, true},
+		{"no kind", `{"content":[{"type":"text","text":"x"}]}`, true},
+		{"another kind", `{"resultType":"task","content":[]}`, false},
+		{"input_required, escaped", `{"resultType":"input\u005frequired","content":[]}`, false},
+		{"a repeated member", `{"content":[],"SECRET":1,"SECRET":2}`, false},
+	} {
+		_, err := parseResult(jsontext.Value(tc.res))
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: parseResult = %v", tc.name, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("%s: the error repeats the server's words: %v", tc.name, err)
 		}
 	}
 }

@@ -274,6 +274,7 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *tim
 		return nil, g.callError(ctx, dctx, log, t.Server, t.Qualified, context.Cause(dctx))
 	}
 	start := time.Now()
+	var downstreamTime time.Duration
 	opts := upstream.CallOptions{
 		Name: t.Name, ProgressToken: c.ProgressToken, Progress: progressOf(c),
 		Identity: &upstream.Identity{Subject: c.Principal.Subject, Roles: c.Principal.Roles, RequestID: c.RequestID},
@@ -284,7 +285,11 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *tim
 		// answer: what the gateway can ask this caller.
 		ClientCapabilities: capabilitiesOf(c),
 	}
+	// took is the downstream's own time, however the call ends: not the
+	// caller's, while it answers a round of input.
+	defer func() { *took = downstreamTime }()
 	res, err := d.conn.Call(dctx, "tools/call", params, opts)
+	downstreamTime += time.Since(start)
 	// A 2026-07-28 server asks for the caller's input by answering
 	// input_required: the gateway asks the caller and calls again with
 	// the answers, within the call's deadline and slot.
@@ -310,9 +315,10 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *tim
 		if ferr != nil {
 			return nil, g.callError(ctx, dctx, log, t.Server, t.Qualified, ferr)
 		}
+		callStart := time.Now()
 		res, err = d.conn.Call(dctx, "tools/call", retry, opts)
+		downstreamTime += time.Since(callStart)
 	}
-	*took = time.Since(start)
 	if err != nil {
 		return nil, g.callError(ctx, dctx, log, t.Server, t.Qualified, err)
 	}
@@ -587,13 +593,21 @@ func relayError(server string, e *upstream.RPCError) *Error {
 // parseResult reads a CallToolResult: content must be an array of objects
 // with a string type; structuredContent any JSON value; isError a boolean.
 func parseResult(res jsontext.Value) (*Result, error) {
+	// The errors are logged: they say what is wrong, never quoting what
+	// the server wrote (a decoder's error may name its members).
 	var r struct {
+		ResultType *string        `json:"resultType"`
 		Content    jsontext.Value `json:"content"`
 		Structured jsontext.Value `json:"structuredContent"`
 		IsError    *bool          `json:"isError"`
 	}
-	if err := json.Unmarshal(res, &r); err != nil {
-		return nil, err
+	if json.Unmarshal(res, &r) != nil {
+		return nil, errors.New("the result does not match CallToolResult")
+	}
+	if r.ResultType != nil && *r.ResultType != "complete" {
+		// input_required is read before (parseInputRound); another kind
+		// is not one the gateway knows how to relay.
+		return nil, errors.New("the result's resultType is not complete")
 	}
 	if r.Content.Kind() != '[' {
 		return nil, errors.New("content is not an array")
@@ -601,8 +615,8 @@ func parseResult(res jsontext.Value) (*Result, error) {
 	var blocks []struct {
 		Type *string `json:"type"`
 	}
-	if err := json.Unmarshal(r.Content, &blocks); err != nil {
-		return nil, fmt.Errorf("content: %w", err)
+	if json.Unmarshal(r.Content, &blocks) != nil {
+		return nil, errors.New("content is not an array of content blocks")
 	}
 	for i, b := range blocks {
 		if b.Type == nil {

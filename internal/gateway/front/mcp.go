@@ -863,6 +863,12 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 	// The stream is its own subscriber: updates of what it follows reach
 	// it, and no other stream or session.
 	key := listenPrefix + hex.EncodeToString(newNonce())
+	if len(uris) > 0 {
+		// The downstreams are told when the stream ends, whatever ended
+		// it: after the stream is given back (deferred calls run last
+		// first), for the unsubscribes may each wait for a slot.
+		defer x.s.g.Unsubscribed(context.WithoutCancel(x.r.Context()), key)
+	}
 	ch := x.s.sessions.stream(key, principalKey(x.p))
 	if ch == nil {
 		writeError(w, http.StatusTooManyRequests, jsonrpc.NewError(m.ID, gateway.CodeTooManyRequests,
@@ -873,8 +879,6 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 	seen := x.s.newSeen(x.p)
 	var followed []string
 	if len(uris) > 0 {
-		// The downstreams are told when the stream ends, whatever ended it.
-		defer x.s.g.Unsubscribed(context.WithoutCancel(x.r.Context()), key)
 		followed = x.s.g.SubscribeAll(x.r.Context(), gateway.SubscribeRequest{Subscriber: key, RequestID: x.rid,
 			Principal: x.p, Method: "subscriptions/listen"}, uris)
 	}
