@@ -1409,8 +1409,8 @@ mutate gw-subscribe-no-slot "a resources/subscribe is sent past the server's in-
 
 mutate gw-input-ignored "a 2026-07-28 server's input_required result is taken for a malformed one, never fulfilled" \
 	internal/gateway/invoke.go \
-	'for round := 1; err == nil; round\+\+ \{' \
-	'for round := 1; err == nil && false; round++ {' \
+	'for round := first; err == nil; round\+\+ \{' \
+	'for round := first; err == nil && false; round++ {' \
 	-- "$e2epkg" 'TestGatewayInputRequired'
 
 mutate gw-input-unbounded "a server that asks for input without end holds the call until its deadline" \
@@ -1490,6 +1490,102 @@ mutate gw-input-downstream-time "the audit's downstream_ms counts the caller's t
 	'defer func\(\) \{ \*took = downstreamTime \}\(\)' \
 	'defer func() { *took = time.Since(start) }()' \
 	-- "$e2epkg" 'TestGatewayInputRequiredCallerSlow'
+
+mutate gw-seal-principal "a round of input handed to one caller is answered by another" \
+	internal/gateway/inputseal.go \
+	'if r\.Issuer != p\.Issuer \|\| r\.Subject != p\.Subject \|\| ' \
+	'if ' \
+	-- "$gwpkg" 'TestInputSeal'
+
+mutate gw-seal-principal-e2e "a round of input handed to one caller is answered by another (over HTTP)" \
+	internal/gateway/inputseal.go \
+	'if r\.Issuer != p\.Issuer \|\| r\.Subject != p\.Subject \|\| ' \
+	'if ' \
+	-- "$e2epkg" 'TestGatewayInputHandedOver'
+
+mutate gw-seal-tool "a round of input handed for one tool answers a call of another" \
+	internal/gateway/inputseal.go \
+	'r\.Tool != tool \|\|' \
+	'' \
+	-- "$e2epkg" 'TestGatewayInputHandedOver'
+
+mutate gw-seal-args "a round of input answered for some arguments is resumed with others" \
+	internal/gateway/inputseal.go \
+	'!bytes\.Equal\(r\.Args, argsDigest\(args\)\) \|\| ' \
+	'' \
+	-- "$e2epkg" 'TestGatewayInputHandedOver'
+
+mutate gw-seal-expiry "a round of input handed to a caller never expires" \
+	internal/gateway/inputseal.go \
+	'now\.Unix\(\) >= r\.Expires' \
+	'false && now.Unix() >= r.Expires' \
+	-- "$gwpkg" 'TestInputSeal'
+
+mutate gw-seal-prefix "a sealed requestState without its prefix (of another use or version) is opened" \
+	internal/gateway/inputseal.go \
+	'if !ok \|\| len\(state\) > maxSealedState \{' \
+	'if len(state) > maxSealedState {' \
+	-- "$gwpkg" 'TestInputSeal'
+
+mutate gw-seal-leaks-state "the downstream's requestState reaches the caller beside the seal" \
+	internal/gateway/input.go \
+	'in := &InputRound\{State: state\}' \
+	'in := &InputRound{State: state + "." + *round.State}' \
+	-- "$e2epkg" 'TestGatewayInputHandedOver'
+
+mutate gw-handover-rounds "rounds of input handed to the caller do not count against the bound of a call" \
+	internal/gateway/invoke.go \
+	'first = h\.Round \+ 1' \
+	'first = h.Round*0 + 1' \
+	-- "$e2epkg" 'TestGatewayInputHandedOver'
+
+mutate gw-handover-undeclared "a 2026-07-28 caller is handed a request it did not declare it can answer" \
+	internal/gateway/input.go \
+	'if ok, _ := c\.ClientCapabilities\.declares\(q\.Method\); !ok \{' \
+	'if ok, _ := c.ClientCapabilities.declares(q.Method); !ok && false {' \
+	-- "$e2epkg" 'TestGatewayInputRequired$'
+
+mutate gw-answers-unasked "a retry may answer requests the round did not ask" \
+	internal/gateway/input.go \
+	'if _, ok := asked\[key\]; !ok \{' \
+	'if false {' \
+	-- "$gwpkg" 'TestAnswersTo'
+
+mutate gw-answers-all "a retry may leave requests of the round unanswered" \
+	internal/gateway/input.go \
+	'if len\(got\) != len\(asked\) \{' \
+	'if false {' \
+	-- "$e2epkg" 'TestGatewayInputHandedOver'
+
+mutate gw-answers-objects "a retry's answer may be any JSON value" \
+	internal/gateway/input.go \
+	"if v\.Kind\(\) != '\{' \|\| v\.Compact\(\) != nil \{" \
+	'if v.Compact() != nil {' \
+	-- "$gwpkg" 'TestAnswersTo'
+
+mutate front-legacy-answers "a session-era caller sends inputResponses and a requestState" \
+	internal/gateway/front/mcp.go \
+	'case !x\.modern && \(p\.InputResponses != nil \|\| p\.RequestState != nil\):' \
+	'case false:' \
+	-- "$e2epkg" 'TestGatewayInputHandedOver'
+
+mutate session-legacy-answers "a session-era stdio client sends inputResponses and a requestState" \
+	internal/session/call.go \
+	'case answers && !mcp\.IsModern\(version\):' \
+	'case false:' \
+	-- "$sessionpkg" 'TestCallRounds'
+
+mutate session-roundtaker "a requestState reaches a tool that hands out no rounds" \
+	internal/session/call.go \
+	'if _, takes := t\.\(tool\.RoundTaker\); answers && !takes \{' \
+	'if _, takes := t.(tool.RoundTaker); answers && !takes && false {' \
+	-- "$sessionpkg" 'TestCallRounds'
+
+mutate gw-stdio-handover "a 2026-07-28 client on --stdio is never handed its call's round of input" \
+	internal/gateway/session.go \
+	'c\.TakesRounds, c\.ClientCapabilities = true, CapabilitiesIn\(r\.Capabilities\)' \
+	'c.TakesRounds, c.ClientCapabilities = false, CapabilitiesIn(r.Capabilities)' \
+	-- "$e2epkg" 'TestGatewayStdioInputHandedOver'
 
 echo
 echo "== summary"

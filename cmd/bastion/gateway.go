@@ -57,8 +57,9 @@ configured listen address and path, with GET /healthz (liveness) and
 GET /readyz (every server discovered or failed closed). With --stdio it
 serves one client on stdin/stdout instead, once every server is discovered
 or failed closed (as GET /readyz says): tools, prompts, resources (with
-subscriptions), completion and logging, but no requests from the servers
-to the client (sampling, elicitation, roots).
+subscriptions), completion, logging and, to a 2026-07-28 client, the
+input_required rounds of its calls, but no requests from the servers to
+the client (sampling, elicitation, roots).
 
 Flags:
   --config FILE   the YAML configuration (see examples/gateway/)
@@ -68,9 +69,9 @@ Flags:
 
 Secrets are never written in the file: ${NAME} references are resolved
 from the environment when the gateway starts. The key that seals legacy
-session ids and list cursors comes from the variable sessions.key_env
-names (default MCP_GATEWAY_SESSION_KEY; at least 32 bytes) and is required
-for HTTP.
+session ids, list cursors and the rounds of input handed to 2026-07-28
+callers comes from the variable sessions.key_env names (default
+MCP_GATEWAY_SESSION_KEY; at least 32 bytes) and is required for HTTP.
 
 Exit status: 0 clean shutdown (or --check passed), 1 abnormal end,
 2 bad flags or configuration.
@@ -140,6 +141,15 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 	}
 	defer store.Close()
 	g := gateway.New(cfg, log)
+	if key != nil {
+		// Every replica holding the key resumes the rounds of input
+		// handed to 2026-07-28 callers; without one (--stdio), the
+		// gateway seals them with a key of its own.
+		if err := g.UseKey(key); err != nil {
+			fmt.Fprintf(e.stderr, "bastion gateway: %v\n", err)
+			return exitFailure
+		}
+	}
 	g.Authorize(pol, cfg.FilterToolsList(), sink)
 	g.UseLedger(store)
 	g.KeepEvidence(cfg.EvidenceDir())

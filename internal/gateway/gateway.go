@@ -65,6 +65,7 @@ type Gateway struct {
 
 	logLevel logLevelState // what logging/setLevel asked of the downstreams
 	subs     *subscriptions
+	rounds   *inputSealer // seals the rounds of input handed to callers
 
 	ctx    context.Context // ends at Close; bounds every walk
 	cancel context.CancelFunc
@@ -121,7 +122,8 @@ func New(cfg *config.Config, log *slog.Logger) *Gateway {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: cfg, log: log, servers: map[string]*downstream{}, now: defaultNow, subs: newSubscriptions()}
+	g := &Gateway{cfg: cfg, log: log, servers: map[string]*downstream{}, now: defaultNow, subs: newSubscriptions(),
+		rounds: randomSealer()}
 	g.catalog = catalog.New(gate{g}, admit.Options{
 		Headers: admit.HeaderMode(cfg.Admission.HeaderMirroring), Sensitive: cfg.Admission.SensitiveNames})
 	g.ctx, g.cancel = context.WithCancel(context.Background())
@@ -134,6 +136,19 @@ func New(cfg *config.Config, log *slog.Logger) *Gateway {
 	g.catalog.SetOrder(g.order)
 	g.catalog.SetBare(cfg.Names == "bare")
 	return g
+}
+
+// UseKey seals the rounds of input handed to 2026-07-28 callers with a
+// key derived from secret, so that every replica holding it resumes them;
+// call it before Start. Without it the gateway uses a key of its own, and
+// a round handed out does not outlive the process.
+func (g *Gateway) UseKey(secret []byte) error {
+	s, err := newInputSealer(secret)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	g.rounds = s
+	return nil
 }
 
 // Instrument records the gateway's work in m; call it before Start.

@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 )
@@ -19,8 +22,10 @@ import (
 // with an input_required result naming the requests, and the client is
 // to retry the call with their results (multi round-trip requests). The
 // gateway fulfils such a round itself for a caller it can ask, through
-// the same relay as a session-era server's requests (decision 24): the
-// downstream's requestState never leaves the gateway, so no caller can
+// the same relay as a session-era server's requests (decision 24), and
+// the downstream's requestState never leaves the gateway. A 2026-07-28
+// caller, which no request reaches, is handed the round instead, with the
+// downstream's state sealed (inputseal.go): so no caller can read it,
 // tamper with it or replay another's.
 
 // Bounds of the rounds of one call: past them the call fails, as the
@@ -124,12 +129,11 @@ func (g *Gateway) fulfil(ctx context.Context, c Call, t *catalog.Tool, params []
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx)
 			}
-			why := "the caller could not answer its " + q.Method
 			if rerr.Code == jsonrpc.CodeMethodNotFound {
-				why = "the server needs " + q.Method + " from the caller, which it did not declare or cannot be asked"
+				return nil, cannotAsk(t, q.Method)
 			}
 			data, _ := json.Marshal(map[string]string{"server": t.Server, "tool": t.Qualified, "method": q.Method})
-			return nil, &Error{Code: CodeBadGateway, Status: http.StatusBadGateway, Message: "Bad gateway: " + why, Data: data}
+			return nil, &Error{Code: CodeBadGateway, Status: http.StatusBadGateway, Message: "Bad gateway: the caller could not answer its " + q.Method, Data: data}
 		}
 		v := jsontext.Value(bytes.Clone(res))
 		if v.Compact() != nil {
@@ -159,4 +163,79 @@ func withInput(params []byte, responses map[string]jsontext.Value, state *string
 		b, _ = jsontext.AppendQuote(b, *state)
 	}
 	return append(b, '}'), nil
+}
+
+// cannotAsk ends a call whose server needs what its caller cannot give.
+func cannotAsk(t *catalog.Tool, method string) *Error {
+	data, _ := json.Marshal(map[string]string{"server": t.Server, "tool": t.Qualified, "method": method})
+	return &Error{Code: CodeBadGateway, Status: http.StatusBadGateway,
+		Message: "Bad gateway: the server needs " + method + " from the caller, which it did not declare or cannot be asked", Data: data}
+}
+
+// handOver ends this leg of the call with round handed to the caller, a
+// 2026-07-28 one: every request must be one it declared it can answer
+// (else the call fails, as fulfil's would), each is audited by method and
+// tool, and the state it is to send back is sealed to it, this call and
+// the round's number n.
+func (g *Gateway) handOver(c Call, t *catalog.Tool, round *inputRound, n int) (*Result, error) {
+	asked := make(map[string]string, len(round.Requests))
+	requests := make(map[string]inputRequest, len(round.Requests))
+	for key, q := range round.Requests {
+		if ok, _ := c.ClientCapabilities.declares(q.Method); !ok {
+			g.audit.Record(audit.Event{RequestID: c.RequestID, Subject: c.Principal.Subject, Issuer: c.Principal.Issuer, Roles: c.Principal.Roles,
+				Method: q.Method, Tool: t.Qualified, Server: t.Server, Outcome: audit.Deny, Reason: "capability_not_declared", Code: jsonrpc.CodeMethodNotFound})
+			return nil, cannotAsk(t, q.Method)
+		}
+		// What crosses is re-encoded compact, as the relay's requests
+		// are: the server's params are data, not a message to pass on.
+		p := jsontext.Value(bytes.Clone(q.Params))
+		if len(p) == 0 || p.Kind() == 'n' {
+			p = jsontext.Value(`{}`)
+		}
+		if p.Compact() != nil {
+			return nil, badGateway(t.Server, "the server answered with a malformed result", false)
+		}
+		asked[key] = q.Method
+		requests[key] = inputRequest{Method: q.Method, Params: p}
+	}
+	state, err := g.rounds.seal(handedRound{Issuer: c.Principal.Issuer, Subject: c.Principal.Subject, Tool: t.Qualified,
+		Args: argsDigest(c.Arguments), Expires: g.now().Add(inputStateTTL).Unix(), Round: n, Asked: asked, State: round.State})
+	if err != nil {
+		return nil, badGateway(t.Server, err.Error(), false)
+	}
+	in := &InputRound{State: state}
+	if round.Requests != nil {
+		if in.Requests, err = json.Marshal(requests, json.Deterministic(true)); err != nil {
+			return nil, err
+		}
+	}
+	for _, method := range slices.Sorted(maps.Values(asked)) {
+		g.audit.Record(audit.Event{RequestID: c.RequestID, Subject: c.Principal.Subject, Issuer: c.Principal.Issuer, Roles: c.Principal.Roles,
+			Method: method, Tool: t.Qualified, Server: t.Server, Outcome: audit.Allow, Reason: "handed_to_caller"})
+	}
+	return &Result{Input: in}, nil
+}
+
+// answersTo reads a retry's inputResponses as the answers to the requests
+// asked (key to method): exactly one object for each, nothing else. The
+// errors quote no key: the caller knows what it sent.
+func answersTo(asked map[string]string, responses jsontext.Value) (map[string]jsontext.Value, error) {
+	got := map[string]jsontext.Value{}
+	if responses != nil && (responses.Kind() != '{' || json.Unmarshal(responses, &got) != nil) {
+		return nil, errors.New("inputResponses must be an object")
+	}
+	for key, v := range got {
+		if _, ok := asked[key]; !ok {
+			return nil, errors.New("inputResponses answers a request the round did not ask")
+		}
+		v = jsontext.Value(bytes.Clone(v))
+		if v.Kind() != '{' || v.Compact() != nil {
+			return nil, errors.New("each of inputResponses must be a result object")
+		}
+		got[key] = v
+	}
+	if len(got) != len(asked) {
+		return nil, errors.New("inputResponses must answer every request of the round")
+	}
+	return got, nil
 }

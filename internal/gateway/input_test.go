@@ -97,6 +97,8 @@ func TestCapabilitiesOf(t *testing.T) {
 		{"what it declared", Call{ClientCapabilities: ClientCapabilities{Roots: true}, ClientRequests: ask}, `{"roots":{}}`},
 		{"nothing declared", Call{ClientRequests: ask}, `{}`},
 		{"a caller that cannot be asked, whatever it declared", Call{ClientCapabilities: all}, `{}`},
+		{"a caller that takes rounds itself", Call{ClientCapabilities: ClientCapabilities{Elicitation: true}, TakesRounds: true}, `{"elicitation":{}}`},
+		{"one that declared nothing", Call{TakesRounds: true}, `{}`},
 	} {
 		if got := string(capabilitiesOf(tc.c)); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)

@@ -98,6 +98,30 @@ type Call struct {
 	// Messages, when set, receives the downstream's log messages sent
 	// while it serves the call, as notifications/message params.
 	Messages func(params jsontext.Value)
+	// TakesRounds says that the caller answers a 2026-07-28 server's
+	// rounds of input itself, as a 2026-07-28 caller does (no request
+	// reaches it): a round asking only for what ClientCapabilities
+	// declares is handed to it, sealed, as the call's result.
+	TakesRounds bool
+	// Answers, when set, are the caller's answers to a round handed to
+	// it: the call resumes where that round left it.
+	Answers *Answers
+}
+
+// Answers are what a 2026-07-28 caller's retry carries: its
+// inputResponses (an object; nil for none) and the requestState it was
+// handed.
+type Answers struct {
+	Responses jsontext.Value
+	State     string
+}
+
+// InputRound is a round of input handed to the caller: the inputRequests
+// object of an input_required result (nil when the server named none)
+// and the sealed requestState the caller is to send back.
+type InputRound struct {
+	Requests jsontext.Value
+	State    string
 }
 
 // Result is a downstream's tools/call result, parsed: what a front
@@ -106,6 +130,9 @@ type Result struct {
 	Content    jsontext.Value // a JSON array of content blocks
 	Structured jsontext.Value // structuredContent, nil when absent
 	IsError    bool
+	// Input, when set, makes the result input_required: a round handed
+	// to the caller. The other fields are then unset.
+	Input *InputRound
 }
 
 // Invoke runs a tools/call: the qualified name is resolved in the
@@ -143,6 +170,9 @@ func (g *Gateway) Invoke(ctx context.Context, c Call) (res *Result, err error) {
 	}
 	var downstream time.Duration
 	res, err = g.invoke(ctx, c, t, &downstream, &ev.Headers)
+	if err == nil && res.Input != nil {
+		ev.Reason = "input_required" // the call is not over: the caller is to answer
+	}
 	g.recordForwarded(ev, downstream, err)
 	return res, err
 }
@@ -228,6 +258,8 @@ func outcome(ctx context.Context, res *Result, err error) string {
 		argErr *tool.ArgumentError
 	)
 	switch {
+	case err == nil && res.Input != nil:
+		return "input_required"
 	case err == nil && res.IsError:
 		return "is_error"
 	case err == nil:
@@ -257,6 +289,23 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *tim
 	params, err := callParams(t, c.Arguments)
 	if err != nil {
 		return nil, err
+	}
+	// A retry that answers a round handed to the caller resumes the call:
+	// the rounds it took count against the bound.
+	first := 1
+	if c.Answers != nil {
+		h, err := g.rounds.open(c.Answers.State, c.Principal, t.Qualified, c.Arguments, g.now())
+		if err != nil {
+			return nil, invalidParams(err.Error())
+		}
+		responses, err := answersTo(h.Asked, c.Answers.Responses)
+		if err != nil {
+			return nil, invalidParams(err.Error())
+		}
+		if params, err = withInput(params, responses, h.State); err != nil {
+			return nil, err
+		}
+		first = h.Round + 1
 	}
 	var mirrored []upstream.Param
 	if d.mirrors() {
@@ -293,7 +342,7 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *tim
 	// A 2026-07-28 server asks for the caller's input by answering
 	// input_required: the gateway asks the caller and calls again with
 	// the answers, within the call's deadline and slot.
-	for round := 1; err == nil; round++ {
+	for round := first; err == nil; round++ {
 		in, perr := parseInputRound(res)
 		if errors.Is(perr, errNotInputRequired) {
 			break
@@ -306,6 +355,9 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *tim
 			log.Warn("downstream answered tools/call with a malformed input_required result", slog.String("server", t.Server),
 				slog.String("tool", t.Qualified), slog.String("error", perr.Error()))
 			return nil, badGateway(t.Server, "the server answered with a malformed result", false)
+		}
+		if c.ClientRequests == nil && c.TakesRounds {
+			return g.handOver(c, t, in, round)
 		}
 		retry, ferr := g.fulfil(dctx, c, t, params, in)
 		var gwErr *Error

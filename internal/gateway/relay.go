@@ -17,16 +17,31 @@ type ClientCapabilities struct {
 	Sampling, Elicitation, Roots bool
 }
 
+// CapabilitiesIn reads a client capabilities object (of initialize, or of
+// a 2026-07-28 request's _meta) for what the relay can use: each member
+// counts when it is an object; anything else declares nothing.
+func CapabilitiesIn(caps jsontext.Value) ClientCapabilities {
+	var c struct {
+		Sampling    jsontext.Value `json:"sampling"`
+		Elicitation jsontext.Value `json:"elicitation"`
+		Roots       jsontext.Value `json:"roots"`
+	}
+	if caps == nil || json.Unmarshal(caps, &c) != nil {
+		return ClientCapabilities{}
+	}
+	return ClientCapabilities{Sampling: c.Sampling.Kind() == '{', Elicitation: c.Elicitation.Kind() == '{', Roots: c.Roots.Kind() == '{'}
+}
+
 // ClientRequester sends a request to the caller and waits for its answer:
 // the result object, or the caller's JSON-RPC error.
 type ClientRequester func(ctx context.Context, method string, params jsontext.Value) (jsontext.Value, *jsonrpc.Error)
 
 // capabilitiesOf is the client capabilities object that a 2026-07-28
 // call on c's behalf declares: those of its caller the gateway can ask it
-// for, none when it cannot ask it at all (decision 24).
+// for or hand a round to, none when it can do neither (decision 24).
 func capabilitiesOf(c Call) jsontext.Value {
 	caps := c.ClientCapabilities
-	if c.ClientRequests == nil {
+	if c.ClientRequests == nil && !c.TakesRounds {
 		return jsontext.Value(`{}`)
 	}
 	b := []byte{'{'}

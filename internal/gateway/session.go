@@ -273,6 +273,10 @@ type relayTool struct {
 
 func (t *relayTool) Descriptor() tool.Descriptor { return t.desc }
 
+// TakesRounds marks a relayed tool as one whose call may be answered with
+// a round of input for a 2026-07-28 client (decision 24).
+func (t *relayTool) TakesRounds() {}
+
 func (t *relayTool) Call(ctx context.Context, args jsontext.Value) (tool.Result, error) {
 	c := Call{Name: t.desc.Name, Arguments: args, Principal: t.p, RequestID: NewRequestID()}
 	if p := tool.ProgressOf(ctx); p != nil {
@@ -281,6 +285,14 @@ func (t *relayTool) Call(ctx context.Context, args jsontext.Value) (tool.Result,
 	// The downstream's log messages while it serves the call reach the
 	// one client (tagged with the server's name, as over HTTP).
 	c.Messages = tool.MessagesOf(ctx)
+	if r := tool.RoundsOf(ctx); r != nil {
+		// A 2026-07-28 client: a round of input is handed to it, for
+		// what this request declares it can answer.
+		c.TakesRounds, c.ClientCapabilities = true, CapabilitiesIn(r.Capabilities)
+		if r.State != nil {
+			c.Answers = &Answers{Responses: r.Responses, State: *r.State}
+		}
+	}
 	res, err := t.g.Invoke(ctx, c)
 	var gwErr *Error
 	if errors.As(err, &gwErr) {
@@ -288,6 +300,9 @@ func (t *relayTool) Call(ctx context.Context, args jsontext.Value) (tool.Result,
 	}
 	if err != nil {
 		return tool.Result{}, err
+	}
+	if res.Input != nil {
+		return tool.Result{Relayed: &tool.Relayed{Input: &tool.InputRequired{Requests: res.Input.Requests, State: res.Input.State}}}, nil
 	}
 	return tool.Result{Relayed: &tool.Relayed{Content: res.Content, Structured: res.Structured,
 		IsError: res.IsError}}, nil

@@ -29,8 +29,9 @@ type Encoder struct {
 	info         Implementation
 	instructions string
 	// modernMeta is `,"_meta":{serverInfo},"resultType":"complete"`,
-	// appended to every modern result.
+	// appended to every modern result; modernInfo is its _meta alone.
 	modernMeta []byte
+	modernInfo []byte
 	initialize map[string][]byte
 	toolsList  map[string][]byte
 	discover   []byte
@@ -88,7 +89,8 @@ func NewEncoder(info Implementation, instructions string, tools []tool.Descripto
 	if err != nil {
 		return nil, fmt.Errorf("mcp: server info: %w", err)
 	}
-	e.modernMeta = fmt.Appendf(nil, `,"_meta":{%q:%s},"resultType":"complete"`, MetaServerInfo, infoJSON)
+	e.modernInfo = fmt.Appendf(nil, `,"_meta":{%q:%s}`, MetaServerInfo, infoJSON)
+	e.modernMeta = fmt.Appendf(nil, `%s,"resultType":"complete"`, e.modernInfo)
 
 	caps := e.capabilities(Offered{})
 	for _, v := range AllVersions() {

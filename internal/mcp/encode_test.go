@@ -480,6 +480,10 @@ func TestOfficialSchemas(t *testing.T) {
 				results["InitializeResult"] = [][]byte{e.Initialize(v)}
 			} else {
 				results["DiscoverResult"] = [][]byte{e.Discover()}
+				results["InputRequiredResult"] = [][]byte{
+					e.AppendInputRequired(nil, []byte(`{"confirm":{"method":"elicitation/create","params":{"message":"?","requestedSchema":{"type":"object","properties":{}}}}}`), "sealed"),
+					e.AppendInputRequired(nil, nil, "only a state \"quoted\""),
+				}
 			}
 			for def, docs := range results {
 				s := officialSchema(t, v, def)

@@ -183,6 +183,38 @@ func ProgressToken(meta jsontext.Value) jsontext.Value {
 	return nil
 }
 
+// ClientCapabilities reads a 2026-07-28 request's
+// _meta["io.modelcontextprotocol/clientCapabilities"]: the object, or nil
+// when it is absent or not an object (the client then declares nothing).
+func ClientCapabilities(meta jsontext.Value) jsontext.Value {
+	if meta == nil {
+		return nil
+	}
+	var m struct {
+		Caps jsontext.Value `json:"io.modelcontextprotocol/clientCapabilities"`
+	}
+	if json.Unmarshal(meta, &m) != nil || m.Caps.Kind() != '{' {
+		return nil
+	}
+	return m.Caps
+}
+
+// AppendInputRequired appends a 2026-07-28 input_required result: the
+// requests the client is to answer (an object, or nil for none) and the
+// state it is to send back with the answers.
+func (e *Encoder) AppendInputRequired(dst []byte, requests jsontext.Value, state string) []byte {
+	dst = append(dst, '{')
+	if requests != nil {
+		dst = append(dst, `"inputRequests":`...)
+		dst = appendCompact(dst, requests)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"requestState":`...)
+	dst, _ = jsontext.AppendQuote(dst, state)
+	dst = append(dst, e.modernInfo...)
+	return append(dst, `,"resultType":"input_required"}`...)
+}
+
 // RawPrompt is a relayed prompt descriptor, its members as the other
 // server sent them (arguments already read, so that what is listed is
 // what calls are checked against).

@@ -29,6 +29,9 @@ const LatestLegacy = V20251125
 const (
 	MetaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
 	MetaServerInfo      = "io.modelcontextprotocol/serverInfo"
+	// MetaClientCapabilities is what the client can answer, declared on
+	// each request.
+	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
 )
 
 // CodeUnsupportedProtocolVersion is the 2026-07-28 error for a request whose

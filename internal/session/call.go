@@ -36,7 +36,7 @@ var errCallTimeout = errors.New("session: call deadline exceeded")
 // task waits for the slot, then runs the tool with its deadline.
 func (ss *Session) startCall(r replier, m *jsonrpc.Message, version string) {
 	start := time.Now()
-	t, args, token, name, outcome, msg := ss.judgeCall(m, version)
+	j, name, outcome, msg := ss.judgeCall(m, version)
 	if msg != nil {
 		ss.logCall(name, m.ID, outcome, start)
 		r.send(msg)
@@ -56,8 +56,11 @@ func (ss *Session) startCall(r replier, m *jsonrpc.Message, version string) {
 		r.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.AppendCallProblem(nil, version, pr)))
 		return
 	}
-	if token != nil {
-		ctx = tool.WithProgress(ctx, &tool.Progress{Token: token, Send: ss.sendProgress})
+	if j.token != nil {
+		ctx = tool.WithProgress(ctx, &tool.Progress{Token: j.token, Send: ss.sendProgress})
+	}
+	if j.rounds != nil {
+		ctx = tool.WithRounds(ctx, j.rounds)
 	}
 	if ss.srv.opts.Relay != nil {
 		// Only a relaying server declares logging, so only its tools
@@ -65,7 +68,7 @@ func (ss *Session) startCall(r replier, m *jsonrpc.Message, version string) {
 		ctx = tool.WithMessages(ctx, ss.sendMessage)
 	}
 	place := ss.srv.limiter.Reserve()
-	ss.workers.run(func() { ss.runCall(ctx, c, r, m, version, t, args, place) })
+	ss.workers.run(func() { ss.runCall(ctx, c, r, m, version, j.tool, j.args, place) })
 }
 
 // admit registers request m as a task of the session, with its context
@@ -101,13 +104,26 @@ func (ss *Session) admit(m *jsonrpc.Message) (ctx context.Context, c *call, outc
 	return ctx, c, "", nil
 }
 
+// judgedCall is a tools/call that passed judgeCall: the tool, its
+// arguments, the progress token (nil for none) and, for a 2026-07-28
+// client, what the call says about rounds of input.
+type judgedCall struct {
+	tool   tool.Tool
+	args   jsontext.Value
+	token  jsontext.Value
+	rounds *tool.Rounds
+}
+
 // judgeCall decodes a tools/call and checks what can be checked without
-// running it. It returns the tool and its arguments, or the response that
-// refuses the call with the outcome to log; name is the tool's name as
-// far as it is known, for the log.
-func (ss *Session) judgeCall(m *jsonrpc.Message, version string) (t tool.Tool, args, token jsontext.Value, name, outcome string, refusal []byte) {
-	invalid := func(msg string) (tool.Tool, jsontext.Value, jsontext.Value, string, string, []byte) {
-		return nil, nil, nil, name, "invalid_params", jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, msg))
+// running it. It returns the call, or the response that refuses it with
+// the outcome to log; name is the tool's name as far as it is known, for
+// the log.
+func (ss *Session) judgeCall(m *jsonrpc.Message, version string) (j judgedCall, name, outcome string, refusal []byte) {
+	refuse := func(outcome string, msg []byte) (judgedCall, string, string, []byte) {
+		return judgedCall{}, name, outcome, msg
+	}
+	invalid := func(msg string) (judgedCall, string, string, []byte) {
+		return refuse("invalid_params", jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, msg)))
 	}
 	name = callName(m.Params)
 	var p callParams
@@ -123,18 +139,30 @@ func (ss *Session) judgeCall(m *jsonrpc.Message, version string) (t tool.Tool, a
 	if p.Task != nil {
 		// No tool here supports task augmentation (execution.taskSupport
 		// is absent, i.e. forbidden); the spec asks for -32601.
-		return nil, nil, nil, name, "method_not_found", jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
-			"Method not found: task-augmented tools/call is not supported"))
+		return refuse("method_not_found", jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
+			"Method not found: task-augmented tools/call is not supported")))
+	}
+	answers := p.InputResponses != nil || p.RequestState != nil
+	switch {
+	case answers && !mcp.IsModern(version):
+		return invalid("Invalid params: inputResponses and requestState belong to 2026-07-28 calls")
+	case p.InputResponses != nil && p.RequestState == nil:
+		return invalid("Invalid params: inputResponses need the requestState of the round they answer")
 	}
 	t, ok := ss.srv.lookup(*p.Name)
 	if !ok {
 		pr := problem.New(problem.Validation, "Unknown tool: "+quote(*p.Name), "name")
-		return nil, nil, nil, name, "unknown_tool", jsonrpc.AppendError(nil, &jsonrpc.Error{
+		return refuse("unknown_tool", jsonrpc.AppendError(nil, &jsonrpc.Error{
 			ID: m.ID, Code: jsonrpc.CodeInvalidParams,
 			Message: "Unknown tool: " + quote(*p.Name), Data: mcp.ProblemData(pr),
-		})
+		}))
 	}
-	args = p.Arguments
+	if _, takes := t.(tool.RoundTaker); answers && !takes {
+		// This server's own tools hand out no rounds: there is nothing
+		// the state could answer.
+		return invalid("Invalid params: requestState is not one this server handed out")
+	}
+	args := p.Arguments
 	if args == nil {
 		args = jsontext.Value("{}")
 	}
@@ -143,11 +171,15 @@ func (ss *Session) judgeCall(m *jsonrpc.Message, version string) (t tool.Tool, a
 		if !errors.As(err, &pr) {
 			ref := newRef()
 			ss.log.Error("sanitizer failed", slog.String("ref", ref), slog.String("error", err.Error()))
-			return nil, nil, nil, name, "internal_error", jsonrpc.AppendError(nil, internalError(m.ID, ref))
+			return refuse("internal_error", jsonrpc.AppendError(nil, internalError(m.ID, ref)))
 		}
-		return nil, nil, nil, name, string(pr.Code), ss.argumentError(m.ID, version, pr)
+		return refuse(string(pr.Code), ss.argumentError(m.ID, version, pr))
 	}
-	return t, args, mcp.ProgressToken(p.Meta), name, "", nil
+	j = judgedCall{tool: t, args: args, token: mcp.ProgressToken(p.Meta)}
+	if mcp.IsModern(version) {
+		j.rounds = &tool.Rounds{Capabilities: mcp.ClientCapabilities(p.Meta), Responses: p.InputResponses, State: p.RequestState}
+	}
+	return j, name, "", nil
 }
 
 // toolNameSyntax is the tool name grammar of the MCP specification.
@@ -339,6 +371,9 @@ type callParams struct {
 	Arguments jsontext.Value `json:"arguments"`
 	Meta      jsontext.Value `json:"_meta"`
 	Task      jsontext.Value `json:"task"`
+	// A 2026-07-28 retry's answers to the round it was handed.
+	InputResponses jsontext.Value `json:"inputResponses"`
+	RequestState   *string        `json:"requestState"`
 }
 
 // call runs one admitted tools/call and returns the response to send, or
@@ -354,6 +389,18 @@ func (ss *Session) call(ctx context.Context, m *jsonrpc.Message, version string,
 	outcome = "ok"
 	if err == nil {
 		if rel := res.Relayed; rel != nil {
+			if rel.Input != nil {
+				if tool.RoundsOf(ctx) == nil {
+					// A session-era client has no place for a round: the
+					// tool broke its contract.
+					ref := newRef()
+					ss.log.Error("a tool handed a round of input to a session-era client", slog.String("ref", ref))
+					outcome = "internal_error"
+					return jsonrpc.AppendError(nil, internalError(m.ID, ref))
+				}
+				outcome = "input_required"
+				return ss.result(m.ID, ss.srv.enc.AppendInputRequired(nil, rel.Input.Requests, rel.Input.State))
+			}
 			if rel.IsError {
 				outcome = "is_error"
 			}

@@ -69,6 +69,18 @@ type Relayed struct {
 	// Structured is structuredContent, nil when absent.
 	Structured jsontext.Value
 	IsError    bool
+	// Input, when set, makes the result a 2026-07-28 input_required one
+	// (only a RoundTaker's, for a call that carried Rounds); the other
+	// fields are then unset.
+	Input *InputRequired
+}
+
+// InputRequired is a round of input a tool hands to its client: the
+// inputRequests object (nil when it names none) and the requestState the
+// client is to send back with its answers.
+type InputRequired struct {
+	Requests jsontext.Value
+	State    string
 }
 
 // ProtocolError is a tool's answer that is a JSON-RPC error rather than a
@@ -124,6 +136,39 @@ func MessagesOf(ctx context.Context) func(params jsontext.Value) {
 }
 
 type messagesKey struct{}
+
+// Rounds is what a 2026-07-28 client's tools/call says about rounds of
+// input (multi round-trip requests): the client capabilities it declared
+// for this request (an object, nil for none) and, when it answers a
+// round it was handed, its inputResponses and the requestState.
+type Rounds struct {
+	Capabilities jsontext.Value
+	Responses    jsontext.Value
+	State        *string
+}
+
+// RoundTaker is a Tool that may answer a call with a round of input for
+// its client; only such a tool's calls may carry inputResponses and a
+// requestState.
+type RoundTaker interface {
+	Tool
+	TakesRounds()
+}
+
+type roundsKey struct{}
+
+// WithRounds returns ctx carrying r: the call is a 2026-07-28 client's,
+// which a round of input can be handed to.
+func WithRounds(ctx context.Context, r *Rounds) context.Context {
+	return context.WithValue(ctx, roundsKey{}, r)
+}
+
+// RoundsOf returns what WithRounds put in ctx, or nil when the client
+// cannot be handed a round (a session-era client).
+func RoundsOf(ctx context.Context) *Rounds {
+	r, _ := ctx.Value(roundsKey{}).(*Rounds)
+	return r
+}
 
 // Tool is a callable tool. Implementations must be safe for concurrent use:
 // the session runs calls in parallel.

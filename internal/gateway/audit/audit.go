@@ -61,7 +61,9 @@ type Event struct {
 	Level   string `json:"level,omitempty"`
 	Rule    string `json:"rule,omitempty"`
 	Outcome string `json:"outcome,omitempty"`
-	// Reason is a fixed word of why a call was refused.
+	// Reason is a fixed word of why a call was refused, or of why it is
+	// not over (input_required: a round of input was handed to the
+	// caller, handed_to_caller on each request of that round).
 	Reason string `json:"reason,omitempty"`
 	// Code is the JSON-RPC error code answered, 0 for a result.
 	Code int `json:"code,omitempty"`

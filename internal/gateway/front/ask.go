@@ -134,8 +134,7 @@ func (x *exchange) relayTo(c *gateway.Call) {
 	if x.push == nil || x.sess.nonce == "" {
 		return
 	}
-	caps := x.sess.caps
-	c.ClientCapabilities = gateway.ClientCapabilities{Sampling: caps&capSampling != 0, Elicitation: caps&capElicitation != 0, Roots: caps&capRoots != 0}
+	c.ClientCapabilities = x.sess.caps.relayable()
 	c.ClientRequests = x.ask
 	c.Messages = func(params jsontext.Value) {
 		x.push(append(append([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":`), params...), '}'))

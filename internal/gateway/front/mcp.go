@@ -541,6 +541,9 @@ type callParams struct {
 	Arguments jsontext.Value `json:"arguments"`
 	Meta      jsontext.Value `json:"_meta"`
 	Task      jsontext.Value `json:"task"`
+	// A 2026-07-28 retry's answers to the round it was handed.
+	InputResponses jsontext.Value `json:"inputResponses"`
+	RequestState   *string        `json:"requestState"`
 }
 
 // call answers a tools/call: its own validity first (params, name,
@@ -563,6 +566,12 @@ func (x *exchange) call(ctx context.Context, m *jsonrpc.Message, progress func(j
 	if p.Task != nil {
 		return reply{msg: jsonrpc.AppendError(nil, jsonrpc.NewError(m.ID, jsonrpc.CodeMethodNotFound,
 			"Method not found: task-augmented tools/call is not supported")), status: http.StatusOK}
+	}
+	switch {
+	case !x.modern && (p.InputResponses != nil || p.RequestState != nil):
+		return invalid("inputResponses and requestState belong to 2026-07-28 calls")
+	case p.InputResponses != nil && p.RequestState == nil:
+		return invalid("inputResponses need the requestState of the round they answer")
 	}
 	args := p.Arguments
 	if args == nil {
@@ -587,6 +596,15 @@ func (x *exchange) call(ctx context.Context, m *jsonrpc.Message, progress func(j
 	}
 	c := gateway.Call{Name: *p.Name, Arguments: args, RequestID: x.rid, Principal: x.p}
 	x.relayTo(&c)
+	if x.modern {
+		// No request reaches a 2026-07-28 caller: a round of input is
+		// handed to it, for what this request declares it can answer.
+		c.TakesRounds = true
+		c.ClientCapabilities = gateway.CapabilitiesIn(mcp.ClientCapabilities(p.Meta))
+		if p.RequestState != nil {
+			c.Answers = &gateway.Answers{Responses: p.InputResponses, State: *p.RequestState}
+		}
+	}
 	if tok := mcp.ProgressToken(p.Meta); tok != nil && progress != nil {
 		c.ProgressToken, c.Progress = tok, progress
 	}
@@ -602,6 +620,9 @@ func (x *exchange) call(ctx context.Context, m *jsonrpc.Message, progress func(j
 		argErr *tool.ArgumentError
 	)
 	switch {
+	case err == nil && res.Input != nil:
+		outcome = "input_required"
+		return reply{msg: jsonrpc.AppendResult(nil, m.ID, s.enc.AppendInputRequired(nil, res.Input.Requests, res.Input.State)), status: http.StatusOK}
 	case err == nil:
 		if res.IsError {
 			outcome = "is_error"

@@ -12,9 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
-
+	"github.com/mcp-bastion/bastion/internal/gateway"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 )
 
@@ -52,24 +50,22 @@ const (
 
 // capsOf reads the capabilities object of an initialize.
 func capsOf(caps []byte) clientCaps {
-	var c struct {
-		Sampling    jsontext.Value `json:"sampling"`
-		Elicitation jsontext.Value `json:"elicitation"`
-		Roots       jsontext.Value `json:"roots"`
-	}
-	if json.Unmarshal(caps, &c) != nil {
-		return 0
-	}
+	c := gateway.CapabilitiesIn(caps)
 	var out clientCaps
 	for _, f := range []struct {
-		v   jsontext.Value
+		on  bool
 		bit clientCaps
 	}{{c.Sampling, capSampling}, {c.Elicitation, capElicitation}, {c.Roots, capRoots}} {
-		if len(f.v) > 0 && f.v.Kind() == '{' {
+		if f.on {
 			out |= f.bit
 		}
 	}
 	return out
+}
+
+// relayable is c as the gateway's relay reads it.
+func (c clientCaps) relayable() gateway.ClientCapabilities {
+	return gateway.ClientCapabilities{Sampling: c&capSampling != 0, Elicitation: c&capElicitation != 0, Roots: c&capRoots != 0}
 }
 
 // Limits of what sessions hold.
