@@ -257,6 +257,8 @@ func TestGatewayInputHandedOver(t *testing.T) {
 	badState("no answer", call(adminToken, "fy.ask", args, with(map[string]any{}, state)))
 	badState("an answer not a result", call(adminToken, "fy.ask", args, with(map[string]any{"confirm": "accept"}, state)))
 	badState("answers without a state", call(adminToken, "fy.ask", args, map[string]any{"inputResponses": answer}))
+	badState("an answer the sanitizer refuses", call(adminToken, "fy.ask", args,
+		with(map[string]any{"confirm": map[string]any{"action": "accept", "content": map[string]any{"name": "\u202etxt.exe"}}}, state)))
 	if n := calls(); n != before {
 		t.Errorf("%d refused retries reached the server", n-before)
 	}
@@ -305,15 +307,16 @@ func TestGatewayInputHandedOver(t *testing.T) {
 		raw, _ := os.ReadFile(auditFile)
 		b := string(raw)
 		return strings.Contains(b, `"method":"elicitation/create","tool":"fy.ask","outcome":"allow","reason":"handed_to_caller"`) &&
-			strings.Contains(b, `"method":"tools/call","tool":"fy.ask","rule":"everyone-else","outcome":"allow","reason":"input_required"`)
+			strings.Contains(b, `"method":"tools/call","tool":"fy.ask","rule":"everyone-else","outcome":"allow","reason":"input_required"`) &&
+			strings.Contains(b, `"subject":"bob@example.com","issuer":"static","roles":["viewer"],"method":"tools/call","tool":"fy.ask","rule":"everyone-else","outcome":"invalid","reason":"input_answers","code":-32602`)
 	})
 }
 
 // TestGatewayStdioInputHandedOver: over --stdio too, a 2026-07-28 client
 // is handed its call's round of input and answers it by calling again
 // (the official Go SDK client, on its own), and the server gets its own
-// state back; a session-era client on stdio is still never asked, and
-// the server is told so.
+// state back; a session-era client on stdio is asked by the gateway on
+// the session instead, which fulfils the round itself.
 func TestGatewayStdioInputHandedOver(t *testing.T) {
 	mark := newMark()
 	dir := t.TempDir()
@@ -329,7 +332,7 @@ func TestGatewayStdioInputHandedOver(t *testing.T) {
 		want    string
 	}{
 		{"", `answered {"action":"accept","content":{"name":"over stdio"}}`},
-		{"2025-11-25", "the client cannot elicit"},
+		{"2025-11-25", `answered {"action":"accept","content":{"name":"over stdio"}}`},
 	} {
 		t.Run("era "+tc.version, func(t *testing.T) {
 			asked := 0
@@ -354,7 +357,7 @@ func TestGatewayStdioInputHandedOver(t *testing.T) {
 			if !strings.Contains(got, tc.want) {
 				t.Errorf("fx.ask: %s, want %s", got, tc.want)
 			}
-			if tc.version == "" && (asked != 1 || !strings.Contains(received(t, rec), `"requestState":"ask-state-1"`)) {
+			if asked != 1 || !strings.Contains(received(t, rec), `"requestState":"ask-state-1"`) {
 				t.Errorf("asked %d times; the server got:\n%s", asked, received(t, rec))
 			}
 		})

@@ -442,3 +442,101 @@ func TestGatewayStdioClientGoneWhileSettling(t *testing.T) {
 		})
 	}
 }
+
+// TestGatewayStdioAsks: a session-era downstream's requests reach the one
+// --stdio client while it serves that client's call — when the client
+// declared the capability at initialize — under the gateway's own ids;
+// an answer to another id is dropped, the right one reaches the
+// downstream, and a call the client cancels while it is asked tells it
+// the request is cancelled too. A capability it did not declare is
+// refused to the downstream (-32601) without asking. The official Go SDK
+// client's elicitation handler answers through it.
+func TestGatewayStdioAsks(t *testing.T) {
+	mark := newMark()
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "rec.log")
+	cfg := "auth:\n  mode: none\npolicy:\n  rules:\n    - {id: all, tools: [\"*\"], roles: [\"*\"]}\nservers:\n" +
+		fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "sample,elicit", "FIXTURE_ERA": "legacy", "FIXTURE_LOG": rec}, "protocol: legacy")
+	cfg += stateKeys(t, cfg)
+	path := filepath.Join(dir, "gateway.yaml")
+	writeFile(t, path, cfg)
+
+	t.Run("raw", func(t *testing.T) {
+		p := start(t, "bastion", []string{"gateway", "--stdio", "--config", path}, baseEnv())
+		p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": map[string]any{
+			"protocolVersion": "2025-11-25", "capabilities": map[string]any{"sampling": map[string]any{}}, "clientInfo": map[string]any{"name": "e2e", "version": "1"}}})
+		if m := p.recv(); m["result"] == nil {
+			t.Fatalf("initialize: %v", m)
+		}
+		p.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		// The first request sent is the downstream's, under the gateway's id.
+		nextRequest := func() msg {
+			t.Helper()
+			for {
+				m := p.recv()
+				if m["method"] != nil && m["id"] != nil {
+					return m
+				}
+				if m["id"] != nil {
+					t.Fatalf("answered before asking: %v", m)
+				}
+			}
+		}
+		p.call(1, "fx.sample", map[string]any{})
+		ask := nextRequest()
+		id, _ := ask["id"].(string)
+		if ask["method"] != "sampling/createMessage" || !strings.HasPrefix(id, "bastion-ask-") {
+			t.Fatalf("the client was sent %v", ask)
+		}
+		p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": id + "0", "result": map[string]any{"role": "assistant", "content": map[string]any{"type": "text", "text": "not this one"}, "model": "m"}})
+		p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{"role": "assistant", "content": map[string]any{"type": "text", "text": "from the desk"}, "model": "m"}})
+		if m := mustJSON(t, p.recvID(1)); !strings.Contains(m, "from the desk") || strings.Contains(m, "not this one") {
+			t.Errorf("the call's answer: %s", m)
+		}
+
+		// Not declared: the downstream is refused, the client never asked.
+		p.call(2, "fx.elicit", map[string]any{})
+		if m := mustJSON(t, p.recvID(2)); !strings.Contains(m, "-32601") {
+			t.Errorf("elicitation the client did not declare: %s", m)
+		}
+
+		// The client cancels its call while it is asked: the request is
+		// withdrawn, and the call gets no answer.
+		p.call(3, "fx.sample", map[string]any{})
+		ask = nextRequest()
+		p.sendJSON(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": 3}})
+		for {
+			m := p.recv()
+			if m["id"] != nil {
+				t.Fatalf("a message after the cancel: %v", m)
+			}
+			if m["method"] == "notifications/cancelled" {
+				params, _ := m["params"].(map[string]any)
+				if params["requestId"] != ask["id"] {
+					t.Errorf("cancelled %v, asked %v", params["requestId"], ask["id"])
+				}
+				break
+			}
+		}
+		p.closeStdin()
+		if code := p.wait(); code != 0 {
+			t.Errorf("exit %d; stderr:\n%s", code, p.stderr.String())
+		}
+	})
+
+	t.Run("the official Go SDK client", func(t *testing.T) {
+		cs := goSDKClientSession(t, "2025-11-25", &sdkmcp.ClientOptions{
+			ElicitationHandler: func(context.Context, *sdkmcp.ElicitRequest) (*sdkmcp.ElicitResult, error) {
+				return &sdkmcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "answered by the SDK"}}, nil
+			}}, baseEnv(), "gateway", "--stdio", "--config", path)
+		ctx := ctxT(t)
+		res, err := cs.CallTool(ctx, &sdkmcp.CallToolParams{Name: "fx.elicit", Arguments: map[string]any{}})
+		if err != nil {
+			t.Fatalf("fx.elicit: %v", err)
+		}
+		if text := contentText(res); !strings.Contains(text, "answered by the SDK") {
+			t.Errorf("fx.elicit: %q", text)
+		}
+	})
+	waitUntil(t, "no child left", func() bool { return len(leftovers(mark)) == 0 })
+}

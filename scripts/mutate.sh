@@ -338,14 +338,14 @@ mutate batch-array "batch members are answered on lines of their own" \
 
 mutate arrival-order "a call takes its place in the queue when its task runs, not when it arrives" \
 	internal/session/call.go \
-	'place := ss\.srv\.limiter\.Reserve\(\)\n\tss\.workers\.run\(func\(\) \{ ss\.runCall\(ctx, c, r, m, version, t, args, place\) \}\)' \
-	'ss.workers.run(func() { ss.runCall(ctx, c, r, m, version, t, args, ss.srv.limiter.Reserve()) })' \
+	'place := ss\.srv\.limiter\.Reserve\(\)\n\tss\.workers\.run\(func\(\) \{ ss\.runCall\(ctx, c, r, m, version, j\.tool, j\.args, place\) \}\)' \
+	'ss.workers.run(func() { ss.runCall(ctx, c, r, m, version, j.tool, j.args, ss.srv.limiter.Reserve()) })' \
 	-- "$sessionpkg"
 
 mutate validity-first "the pending cap is checked before the call's own validity" \
 	internal/session/call.go \
-	'\tt, args, token, name, outcome, msg := ss\.judgeCall\(m, version\)\n\tif msg != nil \{' \
-	'\tss.mu.Lock()\n\tif len(ss.inflight) >= ss.srv.opts.MaxPending {\n\t\tss.mu.Unlock()\n\t\tr.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.AppendCallProblem(nil, version, problem.New(problem.ConcurrencyLimit, "full"))))\n\t\treturn\n\t}\n\tss.mu.Unlock()\n\tt, args, token, name, outcome, msg := ss.judgeCall(m, version)\n\tif msg != nil {' \
+	'\tj, name, outcome, msg := ss\.judgeCall\(m, version\)\n\tif msg != nil \{' \
+	'\tss.mu.Lock()\n\tif len(ss.inflight) >= ss.srv.opts.MaxPending {\n\t\tss.mu.Unlock()\n\t\tr.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.AppendCallProblem(nil, version, problem.New(problem.ConcurrencyLimit, "full"))))\n\t\treturn\n\t}\n\tss.mu.Unlock()\n\tj, name, outcome, msg := ss.judgeCall(m, version)\n\tif msg != nil {' \
 	-- "$sessionpkg"
 
 # The gateway (bastion gateway): its front, its invoke path, its
@@ -618,8 +618,8 @@ mutate gw-sse-compact "an SSE event is written with the raw CRs and LFs of its m
 	-- ./internal/gateway/front/ 'TestEventsCompact'
 
 mutate gw-ask-params-compact "a downstream's request params reach the client with their whitespace" \
-	internal/gateway/front/ask.go \
-	'if p\.Compact\(\) != nil \{' \
+	internal/jsonrpc/pending.go \
+	'if v\.Compact\(\) != nil \{' \
 	'if false {' \
 	-- ./internal/gateway/front/ 'TestAskParamsCompact'
 
@@ -627,8 +627,8 @@ mutate gw-sse-line "neither the SSE writer nor the ask compacts: a bare CR cuts 
 	internal/gateway/front/mcp.go \
 	'if bytes\.ContainsAny\(msg, "\\r\\n"\) \{' \
 	'if false {' \
-	internal/gateway/front/ask.go \
-	'if p\.Compact\(\) != nil \{' \
+	internal/jsonrpc/pending.go \
+	'if v\.Compact\(\) != nil \{' \
 	'if false {' \
 	-- "$e2epkg" 'TestGatewayRelaySSECompact'
 
@@ -903,12 +903,12 @@ mutate gw-relay-one-call "a downstream's request is attributed to a call while s
 	-- "$e2epkg" 'TestGatewaySampling'
 
 mutate gw-relay-session "a client's answer counts on a session other than the one asked" \
-	internal/gateway/front/ask.go \
-	'a\.m\[askKey\{session, id\}\] = ch' \
-	'a.m[askKey{"", id}] = ch' \
-	internal/gateway/front/ask.go \
-	'ch := a\.m\[askKey\{session, id\}\]' \
-	'ch := a.m[askKey{"", id}]' \
+	internal/jsonrpc/pending.go \
+	'p\.m\[pendingKey\{owner, id\}\] = ch' \
+	'p.m[pendingKey{"", id}] = ch' \
+	internal/jsonrpc/pending.go \
+	'ch := p\.m\[pendingKey\{owner, id\}\]' \
+	'ch := p.m[pendingKey{"", id}]' \
 	-- "$e2epkg" 'TestGatewaySampling'
 
 mutate gw-log-tag "a downstream's log message is relayed without its server's name" \
@@ -1535,14 +1535,14 @@ mutate gw-seal-leaks-state "the downstream's requestState reaches the caller bes
 
 mutate gw-handover-rounds "rounds of input handed to the caller do not count against the bound of a call" \
 	internal/gateway/invoke.go \
-	'first = h\.Round \+ 1' \
-	'first = h.Round*0 + 1' \
+	'first = from\.round \+ 1' \
+	'first = from.round*0 + 1' \
 	-- "$e2epkg" 'TestGatewayInputHandedOver'
 
 mutate gw-handover-undeclared "a 2026-07-28 caller is handed a request it did not declare it can answer" \
 	internal/gateway/input.go \
-	'if ok, _ := c\.ClientCapabilities\.declares\(q\.Method\); !ok \{' \
-	'if ok, _ := c.ClientCapabilities.declares(q.Method); !ok && false {' \
+	'if ok, _ := c\.ClientCapabilities\.declares\(q\.Method, q\.Params\); !ok \{' \
+	'if ok, _ := c.ClientCapabilities.declares(q.Method, q.Params); !ok && false {' \
 	-- "$e2epkg" 'TestGatewayInputRequired$'
 
 mutate gw-answers-unasked "a retry may answer requests the round did not ask" \
@@ -1586,6 +1586,54 @@ mutate gw-stdio-handover "a 2026-07-28 client on --stdio is never handed its cal
 	'c\.TakesRounds, c\.ClientCapabilities = true, CapabilitiesIn\(r\.Capabilities\)' \
 	'c.TakesRounds, c.ClientCapabilities = false, CapabilitiesIn(r.Capabilities)' \
 	-- "$e2epkg" 'TestGatewayStdioInputHandedOver'
+
+mutate gw-stdio-asks-undeclared "a --stdio client is asked for what it did not declare at initialize" \
+	internal/gateway/session.go \
+	'c\.ClientRequests, c\.ClientCapabilities = q\.Ask, CapabilitiesIn\(q\.Capabilities\)' \
+	'c.ClientRequests, c.ClientCapabilities = q.Ask, ClientCapabilities{Sampling: true, Elicitation: true, Roots: true}' \
+	-- "$e2epkg" 'TestGatewayStdioAsks'
+
+mutate gw-stdio-asks-unheard "a --stdio client's answers to the gateway's requests are dropped" \
+	internal/session/dispatch.go \
+	'if !ss\.asks\.Deliver\("", m\) \{' \
+	'if !false {' \
+	-- "$e2epkg" 'TestGatewayStdioAsks'
+
+mutate gw-answers-sanitized "a caller's answers to a round handed to it skip the argument sanitizer" \
+	internal/gateway/input.go \
+	'if why := answerFault\(v\); why != "" \{' \
+	'if why := answerFault(v); why != "" && false {' \
+	-- "$e2epkg" 'TestGatewayInputHandedOver'
+
+mutate gw-relay-answer-sanitized "a caller's answer relayed on its session skips the argument sanitizer" \
+	internal/gateway/relay.go \
+	'case answerFault\(res\) != "":' \
+	'case false:' \
+	-- "$gwpkg" 'TestRelayAnswerSanitized'
+
+mutate guard-data-names "an answer's member names are held to the identifier grammar of arguments" \
+	internal/guard/sanitize.go \
+	's\.freeNames = true' \
+	's.freeNames = false' \
+	-- "$gwpkg" 'TestAnswersTo'
+
+mutate gw-elicit-url-mode "a url-mode elicitation is relayed to a client that declared only forms" \
+	internal/gateway/relay.go \
+	'return caps\.ElicitationURL, "elicitation\.url"' \
+	'return caps.Elicitation, "elicitation.url"' \
+	-- "$gwpkg" 'TestCapabilityDetails'
+
+mutate gw-sampling-tools "a sampling request with tools is relayed to a client that did not declare them" \
+	internal/gateway/relay.go \
+	'return caps\.SamplingTools, "sampling\.tools"' \
+	'return caps.Sampling, "sampling.tools"' \
+	-- "$gwpkg" 'TestCapabilityDetails'
+
+mutate gw-answers-audited "a refused retry of a round of input is audited as allowed" \
+	internal/gateway/invoke.go \
+	'ev\.Outcome, ev\.Reason, ev\.Code = audit\.Invalid, "input_answers", jsonrpc\.CodeInvalidParams' \
+	'ev.Outcome, ev.Reason, ev.Code = audit.Allow, "", jsonrpc.CodeInvalidParams' \
+	-- "$e2epkg" 'TestGatewayInputHandedOver'
 
 echo
 echo "== summary"

@@ -57,9 +57,10 @@ configured listen address and path, with GET /healthz (liveness) and
 GET /readyz (every server discovered or failed closed). With --stdio it
 serves one client on stdin/stdout instead, once every server is discovered
 or failed closed (as GET /readyz says): tools, prompts, resources (with
-subscriptions), completion, logging and, to a 2026-07-28 client, the
-input_required rounds of its calls, but no requests from the servers to
-the client (sampling, elicitation, roots).
+subscriptions), completion, logging, and the servers' requests to the
+client during its calls (sampling, elicitation, roots: asked of a
+session-era client that declared them, handed to a 2026-07-28 client as
+input_required rounds).
 
 Flags:
   --config FILE   the YAML configuration (see examples/gateway/)

@@ -14,7 +14,9 @@ import (
 
 	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
+	"github.com/mcp-bastion/bastion/internal/guard"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/problem"
 )
 
 // A 2026-07-28 server does not send requests to its client: a call that
@@ -165,6 +167,23 @@ func withInput(params []byte, responses map[string]jsontext.Value, state *string
 	return append(b, '}'), nil
 }
 
+// answerFault says what the sanitizer refuses in a caller's answer to a
+// server's request, "" for nothing: what it typed into a form reaches the
+// server, and is held to the checks of a call's arguments (controls,
+// bidirectional overrides, numbers beyond a double, depth and size), its
+// member names excepted, which the server chose.
+func answerFault(v jsontext.Value) string {
+	err := guard.SanitizeData(v, guard.DefaultLimits())
+	var pr *problem.Problem
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &pr):
+		return pr.Detail
+	}
+	return "the answer could not be read"
+}
+
 // cannotAsk ends a call whose server needs what its caller cannot give.
 func cannotAsk(t *catalog.Tool, method string) *Error {
 	data, _ := json.Marshal(map[string]string{"server": t.Server, "tool": t.Qualified, "method": method})
@@ -181,7 +200,7 @@ func (g *Gateway) handOver(c Call, t *catalog.Tool, round *inputRound, n int) (*
 	asked := make(map[string]string, len(round.Requests))
 	requests := make(map[string]inputRequest, len(round.Requests))
 	for key, q := range round.Requests {
-		if ok, _ := c.ClientCapabilities.declares(q.Method); !ok {
+		if ok, _ := c.ClientCapabilities.declares(q.Method, q.Params); !ok {
 			g.audit.Record(audit.Event{RequestID: c.RequestID, Subject: c.Principal.Subject, Issuer: c.Principal.Issuer, Roles: c.Principal.Roles,
 				Method: q.Method, Tool: t.Qualified, Server: t.Server, Outcome: audit.Deny, Reason: "capability_not_declared", Code: jsonrpc.CodeMethodNotFound})
 			return nil, cannotAsk(t, q.Method)
@@ -216,6 +235,39 @@ func (g *Gateway) handOver(c Call, t *catalog.Tool, round *inputRound, n int) (*
 	return &Result{Input: in}, nil
 }
 
+// resumption is where a call answering a round handed to its caller
+// resumes: the answers, the server's state and the rounds taken.
+type resumption struct {
+	responses map[string]jsontext.Value
+	state     *string
+	round     int
+}
+
+// errAnswers marks the refusal of a retry's requestState or
+// inputResponses, for the metrics.
+var errAnswers = errors.New("the answers to a round of input are refused")
+
+// answersError is the -32602 of a retry whose requestState or
+// inputResponses are refused.
+type answersError struct{ err *Error }
+
+func (e answersError) Error() string   { return e.err.Error() }
+func (e answersError) Unwrap() []error { return []error{e.err, errAnswers} }
+
+// resume opens the round c answers: sealed to its caller, for t and its
+// arguments, not expired, and answered exactly.
+func (g *Gateway) resume(c Call, t *catalog.Tool) (*resumption, error) {
+	h, err := g.rounds.open(c.Answers.State, c.Principal, t.Qualified, c.Arguments, g.now())
+	if err != nil {
+		return nil, answersError{invalidParams(err.Error())}
+	}
+	responses, err := answersTo(h.Asked, c.Answers.Responses)
+	if err != nil {
+		return nil, answersError{invalidParams(err.Error())}
+	}
+	return &resumption{responses: responses, state: h.State, round: h.Round}, nil
+}
+
 // answersTo reads a retry's inputResponses as the answers to the requests
 // asked (key to method): exactly one object for each, nothing else. The
 // errors quote no key: the caller knows what it sent.
@@ -231,6 +283,9 @@ func answersTo(asked map[string]string, responses jsontext.Value) (map[string]js
 		v = jsontext.Value(bytes.Clone(v))
 		if v.Kind() != '{' || v.Compact() != nil {
 			return nil, errors.New("each of inputResponses must be a result object")
+		}
+		if why := answerFault(v); why != "" {
+			return nil, errors.New("inputResponses: " + why)
 		}
 		got[key] = v
 	}

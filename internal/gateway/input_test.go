@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
+	"github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 )
 
@@ -125,6 +127,79 @@ func TestParseResultKinds(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), "SECRET") {
 			t.Errorf("%s: the error repeats the server's words: %v", tc.name, err)
+		}
+	}
+}
+
+// TestCapabilityDetails: what a caller declared reaches a 2026-07-28
+// server whole — the modes of elicitation, the features of sampling — and
+// a request needs the part it uses: a url elicitation the url mode, a
+// form one the form mode ({} is form alone), a sampling request with
+// tools the tools feature.
+func TestCapabilityDetails(t *testing.T) {
+	for _, tc := range []struct {
+		declared, want string
+	}{
+		{`{"elicitation":{"url":{}},"sampling":{"tools":{},"context":{}}}`, `{"elicitation":{"url":{}},"sampling":{"context":{},"tools":{}}}`},
+		{`{"elicitation":{}}`, `{"elicitation":{"form":{}}}`},
+		{`{"elicitation":{"form":{},"url":{}},"roots":{"listChanged":true}}`, `{"elicitation":{"form":{},"url":{}},"roots":{}}`},
+		{`{"elicitation":true,"sampling":[]}`, `{}`},
+	} {
+		c := Call{ClientCapabilities: CapabilitiesIn(jsontext.Value(tc.declared)), TakesRounds: true}
+		if got := string(capabilitiesOf(c)); got != tc.want {
+			t.Errorf("%s: declared as %s, want %s", tc.declared, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		declared, method, params string
+		want                     bool
+	}{
+		{`{"elicitation":{}}`, "elicitation/create", `{"message":"?"}`, true},
+		{`{"elicitation":{}}`, "elicitation/create", `{"mode":"form","message":"?"}`, true},
+		{`{"elicitation":{}}`, "elicitation/create", `{"mode":"url","url":"https://example.com"}`, false},
+		{`{"elicitation":{"form":{}}}`, "elicitation/create", `{"mode":"url","url":"https://example.com"}`, false},
+		{`{"elicitation":{"url":{}}}`, "elicitation/create", `{"mode":"url","url":"https://example.com"}`, true},
+		{`{"elicitation":{"url":{}}}`, "elicitation/create", `{"message":"?"}`, false},
+		{`{"elicitation":{"form":{},"url":{}}}`, "elicitation/create", `{"mode":"telepathy"}`, false},
+		{`{"elicitation":{}}`, "elicitation/create", `{"mode":"url","mode":"form"}`, false},
+		{`{"sampling":{}}`, "sampling/createMessage", `{"messages":[],"maxTokens":1}`, true},
+		{`{"sampling":{}}`, "sampling/createMessage", `{"messages":[],"maxTokens":1,"tools":[]}`, false},
+		{`{"sampling":{"tools":{}}}`, "sampling/createMessage", `{"messages":[],"maxTokens":1,"tools":[],"toolChoice":{"mode":"auto"}}`, true},
+		{`{"sampling":{}}`, "sampling/createMessage", `{"messages":[],"maxTokens":1,"includeContext":"none"}`, true},
+		{`{"sampling":{}}`, "sampling/createMessage", `{"messages":[],"maxTokens":1,"includeContext":"allServers"}`, false},
+		{`{"sampling":{"context":{}}}`, "sampling/createMessage", `{"messages":[],"maxTokens":1,"includeContext":"thisServer"}`, true},
+		{`{"roots":{}}`, "roots/list", ``, true},
+		{`{}`, "roots/list", ``, false},
+	} {
+		if got, _ := CapabilitiesIn(jsontext.Value(tc.declared)).declares(tc.method, jsontext.Value(tc.params)); got != tc.want {
+			t.Errorf("%s asked %s %s: %v, want %v", tc.declared, tc.method, tc.params, got, tc.want)
+		}
+	}
+}
+
+// TestRelayAnswerSanitized: a client's answer to a downstream's request
+// is held to the checks of a call's arguments before the downstream gets
+// it; the downstream is told only that it was refused.
+func TestRelayAnswerSanitized(t *testing.T) {
+	g := New(&config.Config{}, nil)
+	for _, tc := range []struct {
+		answer string
+		ok     bool
+	}{
+		{`{"action":"accept","content":{"first name":"Ada"}}`, true},
+		{`{"action":"accept","content":{"name":"\u202etxt.exe"}}`, false},
+		{`{"action":"accept","content":{"n":1e400}}`, false},
+	} {
+		c := Call{ClientCapabilities: CapabilitiesIn(jsontext.Value(`{"elicitation":{}}`)),
+			ClientRequests: func(context.Context, string, jsontext.Value) (jsontext.Value, *jsonrpc.Error) {
+				return jsontext.Value(tc.answer), nil
+			}}
+		res, err := g.relayRequests(c, &catalog.Tool{Server: "s", Qualified: "s.t"})(t.Context(), "elicitation/create", jsontext.Value(`{"message":"?"}`))
+		switch {
+		case tc.ok && (err != nil || string(res) != tc.answer):
+			t.Errorf("%s: %s %v", tc.answer, res, err)
+		case !tc.ok && (err == nil || res != nil || strings.Contains(err.Message, "txt.exe")):
+			t.Errorf("%s was relayed: %s %v", tc.answer, res, err)
 		}
 	}
 }

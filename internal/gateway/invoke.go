@@ -168,8 +168,19 @@ func (g *Gateway) Invoke(ctx context.Context, c Call) (res *Result, err error) {
 		g.audit.Record(ev)
 		return nil, unauthorized(t.Qualified, d, c.Principal.Roles)
 	}
+	// A retry that answers a round handed to the caller resumes the call
+	// where the round left it, once the seal opens for this caller, tool
+	// and arguments and the answers are those asked.
+	var from *resumption
+	if c.Answers != nil {
+		if from, err = g.resume(c, t); err != nil {
+			ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "input_answers", jsonrpc.CodeInvalidParams
+			g.audit.Record(ev)
+			return nil, err
+		}
+	}
 	var downstream time.Duration
-	res, err = g.invoke(ctx, c, t, &downstream, &ev.Headers)
+	res, err = g.invoke(ctx, c, t, from, &downstream, &ev.Headers)
 	if err == nil && res.Input != nil {
 		ev.Reason = "input_required" // the call is not over: the caller is to answer
 	}
@@ -266,6 +277,8 @@ func outcome(ctx context.Context, res *Result, err error) string {
 		return "ok"
 	case errors.As(err, &argErr):
 		return "invalid_arguments"
+	case errors.Is(err, errAnswers):
+		return "invalid_answers"
 	case ctx.Err() != nil:
 		return "cancelled"
 	case errors.As(err, &gwErr) && gwErr.Status == http.StatusGatewayTimeout:
@@ -278,7 +291,7 @@ func outcome(ctx context.Context, res *Result, err error) string {
 	return "bad_gateway"
 }
 
-func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *time.Duration, headers *[]audit.Header) (*Result, error) {
+func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, from *resumption, took *time.Duration, headers *[]audit.Header) (*Result, error) {
 	// The request id goes on the lines that are written, not into a
 	// logger built for every call.
 	log := callLog{g.log, slog.String("request_id", c.RequestID)}
@@ -290,22 +303,14 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, took *tim
 	if err != nil {
 		return nil, err
 	}
-	// A retry that answers a round handed to the caller resumes the call:
-	// the rounds it took count against the bound.
+	// A resumed call carries the answers and the server's own state; the
+	// rounds it took count against the bound.
 	first := 1
-	if c.Answers != nil {
-		h, err := g.rounds.open(c.Answers.State, c.Principal, t.Qualified, c.Arguments, g.now())
-		if err != nil {
-			return nil, invalidParams(err.Error())
-		}
-		responses, err := answersTo(h.Asked, c.Answers.Responses)
-		if err != nil {
-			return nil, invalidParams(err.Error())
-		}
-		if params, err = withInput(params, responses, h.State); err != nil {
+	if from != nil {
+		if params, err = withInput(params, from.responses, from.state); err != nil {
 			return nil, err
 		}
-		first = h.Round + 1
+		first = from.round + 1
 	}
 	var mirrored []upstream.Param
 	if d.mirrors() {

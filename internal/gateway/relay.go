@@ -15,6 +15,11 @@ import (
 // gateway can relay a downstream's requests to (decision 24).
 type ClientCapabilities struct {
 	Sampling, Elicitation, Roots bool
+	// The modes of elicitation it declared (an elicitation object with
+	// neither is form alone, as the spec reads it), and the sampling
+	// features beyond a plain request.
+	ElicitationForm, ElicitationURL bool
+	SamplingTools, SamplingContext  bool
 }
 
 // CapabilitiesIn reads a client capabilities object (of initialize, or of
@@ -29,7 +34,24 @@ func CapabilitiesIn(caps jsontext.Value) ClientCapabilities {
 	if caps == nil || json.Unmarshal(caps, &c) != nil {
 		return ClientCapabilities{}
 	}
-	return ClientCapabilities{Sampling: c.Sampling.Kind() == '{', Elicitation: c.Elicitation.Kind() == '{', Roots: c.Roots.Kind() == '{'}
+	out := ClientCapabilities{Sampling: c.Sampling.Kind() == '{', Elicitation: c.Elicitation.Kind() == '{', Roots: c.Roots.Kind() == '{'}
+	var sub struct {
+		Form    jsontext.Value `json:"form"`
+		URL     jsontext.Value `json:"url"`
+		Tools   jsontext.Value `json:"tools"`
+		Context jsontext.Value `json:"context"`
+	}
+	if out.Elicitation && json.Unmarshal(c.Elicitation, &sub) == nil {
+		out.ElicitationForm, out.ElicitationURL = sub.Form.Kind() == '{', sub.URL.Kind() == '{'
+	}
+	if out.Elicitation && !out.ElicitationForm && !out.ElicitationURL {
+		out.ElicitationForm = true
+	}
+	sub.Tools, sub.Context = nil, nil
+	if out.Sampling && json.Unmarshal(c.Sampling, &sub) == nil {
+		out.SamplingTools, out.SamplingContext = sub.Tools.Kind() == '{', sub.Context.Kind() == '{'
+	}
+	return out
 }
 
 // ClientRequester sends a request to the caller and waits for its answer:
@@ -44,30 +66,71 @@ func capabilitiesOf(c Call) jsontext.Value {
 	if c.ClientRequests == nil && !c.TakesRounds {
 		return jsontext.Value(`{}`)
 	}
-	b := []byte{'{'}
-	for _, f := range []struct {
-		on   bool
-		name string
-	}{{caps.Elicitation, "elicitation"}, {caps.Roots, "roots"}, {caps.Sampling, "sampling"}} {
-		if !f.on {
+	return jsontext.Value(appendMembers(nil,
+		member{caps.Elicitation, "elicitation", appendMembers(nil, member{caps.ElicitationForm, "form", nil}, member{caps.ElicitationURL, "url", nil})},
+		member{caps.Roots, "roots", nil},
+		member{caps.Sampling, "sampling", appendMembers(nil, member{caps.SamplingContext, "context", nil}, member{caps.SamplingTools, "tools", nil})}))
+}
+
+// member is one member of a capabilities object: its value an object,
+// {} when value is nil.
+type member struct {
+	on    bool
+	name  string
+	value []byte
+}
+
+// appendMembers appends the object of the members that are on.
+func appendMembers(b []byte, ms ...member) []byte {
+	b = append(b, '{')
+	n := 0
+	for _, m := range ms {
+		if !m.on {
 			continue
 		}
-		if len(b) > 1 {
+		if n++; n > 1 {
 			b = append(b, ',')
 		}
-		b = append(b, `"`+f.name+`":{}`...)
+		b = append(b, `"`+m.name+`":`...)
+		if m.value == nil {
+			b = append(b, `{}`...)
+		} else {
+			b = append(b, m.value...)
+		}
 	}
 	return append(b, '}')
 }
 
-// declares reports whether caps covers a relayed request's method, and
-// names the capability.
-func (caps ClientCapabilities) declares(method string) (bool, string) {
+// declares reports whether caps covers a relayed request — its method,
+// and the mode of an elicitation or the tools of a sampling request —
+// and names the capability.
+func (caps ClientCapabilities) declares(method string, params jsontext.Value) (bool, string) {
+	var p struct {
+		Mode           *string        `json:"mode"`
+		Tools          jsontext.Value `json:"tools"`
+		ToolChoice     jsontext.Value `json:"toolChoice"`
+		IncludeContext *string        `json:"includeContext"`
+	}
+	if len(params) > 0 && json.Unmarshal(params, &p) != nil {
+		return false, method // what the request asks for cannot be told
+	}
 	switch method {
 	case "sampling/createMessage":
+		if p.Tools != nil || p.ToolChoice != nil {
+			return caps.SamplingTools, "sampling.tools"
+		}
+		if p.IncludeContext != nil && *p.IncludeContext != "none" {
+			return caps.SamplingContext, "sampling.context"
+		}
 		return caps.Sampling, "sampling"
 	case "elicitation/create":
-		return caps.Elicitation, "elicitation"
+		switch {
+		case p.Mode == nil || *p.Mode == "form":
+			return caps.ElicitationForm, "elicitation.form"
+		case *p.Mode == "url":
+			return caps.ElicitationURL, "elicitation.url"
+		}
+		return false, "elicitation"
 	case "roots/list":
 		return caps.Roots, "roots"
 	}
@@ -83,7 +146,7 @@ func (g *Gateway) relayRequests(c Call, t *catalog.Tool) func(context.Context, s
 	return func(ctx context.Context, method string, params jsontext.Value) (jsontext.Value, *jsonrpc.Error) {
 		ev := audit.Event{RequestID: c.RequestID, Subject: c.Principal.Subject, Issuer: c.Principal.Issuer, Roles: c.Principal.Roles,
 			Method: method, Tool: t.Qualified, Server: t.Server}
-		declared, capability := c.ClientCapabilities.declares(method)
+		declared, capability := c.ClientCapabilities.declares(method, params)
 		if c.ClientRequests == nil || !declared {
 			ev.Outcome, ev.Reason, ev.Code = audit.Deny, "capability_not_declared", jsonrpc.CodeMethodNotFound
 			g.audit.Record(ev)
@@ -103,6 +166,12 @@ func (g *Gateway) relayRequests(c Call, t *catalog.Tool) func(context.Context, s
 		case len(res) == 0 || res.Kind() != '{':
 			ev.Code = jsonrpc.CodeInternalError
 			rerr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error: the client's answer is not an object"}
+			res = nil
+		case answerFault(res) != "":
+			// The downstream is not told what was wrong: that would
+			// describe the caller's answer.
+			ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "answer", jsonrpc.CodeInternalError
+			rerr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error: the client's answer was refused by the gateway's checks"}
 			res = nil
 		}
 		g.audit.Record(ev)

@@ -285,6 +285,11 @@ func (t *relayTool) Call(ctx context.Context, args jsontext.Value) (tool.Result,
 	// The downstream's log messages while it serves the call reach the
 	// one client (tagged with the server's name, as over HTTP).
 	c.Messages = tool.MessagesOf(ctx)
+	if q := tool.RequesterOf(ctx); q != nil {
+		// A session-era client: its server's requests are relayed to it
+		// on the session, for what it declared at initialize.
+		c.ClientRequests, c.ClientCapabilities = q.Ask, CapabilitiesIn(q.Capabilities)
+	}
 	if r := tool.RoundsOf(ctx); r != nil {
 		// A 2026-07-28 client: a round of input is handed to it, for
 		// what this request declares it can answer.

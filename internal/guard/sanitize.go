@@ -87,6 +87,21 @@ func Sanitize(args jsontext.Value, lim Limits) error {
 	return nil
 }
 
+// SanitizeData is Sanitize for an object that is data rather than a
+// tool's arguments — a client's answer to a server's request, whose member
+// names the server chose (an elicitation form's fields): a member name
+// may then be any text that passes the checks of a string value, within
+// lim.MaxKeyLen. Every other check is Sanitize's.
+func SanitizeData(v jsontext.Value, lim Limits) error {
+	s := sanitizers.Get().(*sanitizer)
+	defer s.release()
+	s.freeNames = true
+	if p := s.run(v, lim); p != nil {
+		return p
+	}
+	return nil
+}
+
 // sanitizers recycles decoders: Sanitize runs on every call and a fresh
 // jsontext.Decoder costs several allocations.
 var sanitizers = sync.Pool{New: func() any { return new(sanitizer) }}
@@ -104,6 +119,8 @@ type sanitizer struct {
 	// param is the top-level member being walked, empty while none is.
 	// It is kept as bytes so that accepted calls never build a string.
 	param []byte
+	// freeNames lets member names be any checked text (SanitizeData).
+	freeNames bool
 }
 
 func (s *sanitizer) release() {
@@ -111,6 +128,7 @@ func (s *sanitizer) release() {
 	s.src = bytes.Buffer{}
 	s.dec.Reset(&s.src)
 	s.param = s.param[:0]
+	s.freeNames = false
 	// One long escaped string must not pin a large buffer in the pool.
 	if cap(s.unq) > maxPooledScratch {
 		s.unq = nil
@@ -253,6 +271,9 @@ func (s *sanitizer) checkName(name []byte) *problem.Problem {
 	if len(name) > s.lim.MaxKeyLen {
 		return s.failf("a member name is longer than %d bytes", s.lim.MaxKeyLen)
 	}
+	if s.freeNames {
+		return s.checkText(name)
+	}
 	if !isIdentifier(name) {
 		return s.failf("member name %s is not an identifier (ASCII letters, digits and underscores, not starting with a digit)",
 			problem.Quote(string(name)))
@@ -265,6 +286,11 @@ func (s *sanitizer) checkString(raw []byte) *problem.Problem {
 	if err != nil {
 		return s.invalidJSON(err)
 	}
+	return s.checkText(text)
+}
+
+// checkText applies the string checks to unescaped text.
+func (s *sanitizer) checkText(text []byte) *problem.Problem {
 	r, why := scanText(text)
 	switch why {
 	case textOK:

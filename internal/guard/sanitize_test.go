@@ -330,3 +330,30 @@ func TestLimitsValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestSanitizeData: data held to Sanitize's checks, except that a member
+// name may be any text a string value may be.
+func TestSanitizeData(t *testing.T) {
+	lim := DefaultLimits()
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{`{"content":{"first name":"Ada","e-mail":"a@b","1st":true}}`, true},
+		{`{"content":{"name":"\u202etxt.exe"}}`, false},
+		{`{"content":{"x\u0007":1}}`, false},
+		{`{"content":{"\u202e":1}}`, false},
+		{`{"n":1e400}`, false},
+		{`{"` + strings.Repeat("k", lim.MaxKeyLen+1) + `":1}`, false},
+		{`[1]`, false},
+	} {
+		if err := SanitizeData([]byte(tc.in), lim); (err == nil) != tc.ok {
+			t.Errorf("%s: %v", tc.in, err)
+		}
+	}
+	// Sanitize itself keeps the identifier grammar after a SanitizeData
+	// (the pooled state is reset).
+	if err := Sanitize([]byte(`{"first name":1}`), lim); err == nil {
+		t.Error("Sanitize accepted a member name that is not an identifier")
+	}
+}

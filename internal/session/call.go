@@ -66,6 +66,11 @@ func (ss *Session) startCall(r replier, m *jsonrpc.Message, version string) {
 		// Only a relaying server declares logging, so only its tools
 		// may pass log messages on.
 		ctx = tool.WithMessages(ctx, ss.sendMessage)
+		if j.rounds == nil {
+			// A session-era client takes requests on the session: a
+			// relaying tool may ask it what its server asks.
+			ctx = tool.WithRequester(ctx, &tool.Requester{Capabilities: ss.clientCaps, Ask: ss.ask})
+		}
 	}
 	place := ss.srv.limiter.Reserve()
 	ss.workers.run(func() { ss.runCall(ctx, c, r, m, version, j.tool, j.args, place) })
@@ -231,6 +236,15 @@ func (ss *Session) logCall(name string, id jsonrpc.ID, outcome string, start tim
 func (ss *Session) sendProgress(params jsontext.Value) {
 	msg := append([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`), params...)
 	ss.send(append(msg, '}'))
+}
+
+// maxAsks bounds the requests out to the client at a time.
+const maxAsks = 16
+
+// ask sends a request to the client and waits for its response, or for
+// ctx to end, when the client is told the request is cancelled.
+func (ss *Session) ask(ctx context.Context, method string, params jsontext.Value) (jsontext.Value, *jsonrpc.Error) {
+	return ss.asks.Ask(ctx, "", method, params, ss.send)
 }
 
 // sendMessage writes one notifications/message to the client, compact:

@@ -104,8 +104,10 @@ func (ss *Session) handleItem(r replier, it jsonrpc.Item) {
 	}()
 	switch m.Kind {
 	case jsonrpc.KindResponse:
-		// The server sends no requests, so no response is expected.
-		ss.log.Debug("ignoring a response from the client")
+		// An answer to a request the session sent, or to nothing.
+		if !ss.asks.Deliver("", m) {
+			ss.log.Debug("ignoring a response to no request of this session")
+		}
 	case jsonrpc.KindNotification:
 		ss.handleNotification(m)
 	case jsonrpc.KindRequest:
@@ -281,6 +283,7 @@ func (ss *Session) initialize(r replier, m *jsonrpc.Message) {
 	}
 	v := mcp.Negotiate(*p.ProtocolVersion)
 	ss.era, ss.version, ss.initialized = eraLegacy, v, true
+	ss.clientCaps = p.Capabilities.Clone()
 	ss.log.Info("session initialized", slog.String("protocol_version", v),
 		slog.Bool("version_offered", v != *p.ProtocolVersion))
 	r.send(jsonrpc.AppendResult(nil, m.ID, ss.srv.enc.Initialize(v)))

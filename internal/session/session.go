@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 	"github.com/mcp-bastion/bastion/internal/wire"
@@ -63,8 +65,9 @@ type Session struct {
 
 	// Read-loop state: only the read loop touches these.
 	era         era
-	version     string // negotiated legacy version
-	initialized bool   // initialize answered (legacy)
+	version     string         // negotiated legacy version
+	initialized bool           // initialize answered (legacy)
+	clientCaps  jsontext.Value // the capabilities the client declared at initialize
 
 	// listChanged is set by the read loop once the client may be told of
 	// changes to the tool list (a legacy session, initialized); the
@@ -93,6 +96,11 @@ type Session struct {
 	// may be added after that (WaitGroup.Add must not race Wait).
 	draining bool
 
+	// asks are the requests out to the client (a relaying server's:
+	// a downstream's sampling, elicitation or roots), each waiting for
+	// its response.
+	asks *jsonrpc.Pending
+
 	tasks    sync.WaitGroup
 	workers  *workers
 	taskCtx  context.Context
@@ -113,6 +121,7 @@ func (s *Server) NewSession(conn Conn) *Session {
 		inflight: make(map[jsonrpc.ID]*call),
 		drainCh:  make(chan struct{}),
 		workers:  newWorkers(),
+		asks:     jsonrpc.NewPending("bastion-ask-", maxAsks),
 	}
 }
 

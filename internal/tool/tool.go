@@ -23,6 +23,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/problem"
 )
 
@@ -156,6 +157,30 @@ type RoundTaker interface {
 }
 
 type roundsKey struct{}
+
+// Requester lets a relaying tool ask the client of the call it serves: a
+// session-era client, which takes requests (sampling, elicitation,
+// roots) on the session. Capabilities is the capabilities object it
+// declared at initialize; Ask sends one request and waits for its
+// result or the client's error, or for ctx to end.
+type Requester struct {
+	Capabilities jsontext.Value
+	Ask          func(ctx context.Context, method string, params jsontext.Value) (jsontext.Value, *jsonrpc.Error)
+}
+
+type requesterKey struct{}
+
+// WithRequester returns ctx carrying r.
+func WithRequester(ctx context.Context, r *Requester) context.Context {
+	return context.WithValue(ctx, requesterKey{}, r)
+}
+
+// RequesterOf returns what WithRequester put in ctx, or nil when the
+// client cannot be asked.
+func RequesterOf(ctx context.Context) *Requester {
+	r, _ := ctx.Value(requesterKey{}).(*Requester)
+	return r
+}
 
 // WithRounds returns ctx carrying r: the call is a 2026-07-28 client's,
 // which a round of input can be handed to.

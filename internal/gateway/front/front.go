@@ -72,7 +72,7 @@ type Server struct {
 
 	sessions *sessions
 	calls    *calls
-	asks     *asks // requests out to clients, waiting for their responses
+	asks     *jsonrpc.Pending // requests out to clients, waiting for their responses
 
 	authn       *auth.Authenticator
 	limiters    *limiters // nil: no rate limit

@@ -430,7 +430,7 @@ func (x *exchange) notification(m *jsonrpc.Message) {
 		}
 	}
 	if m.Kind == jsonrpc.KindResponse && x.sess.nonce != "" {
-		x.s.asks.deliver(x.sess.nonce, m)
+		x.s.asks.Deliver(x.sess.nonce, m)
 	}
 	// notifications/initialized and unknown notifications need nothing.
 	// A 2026-07-28 client cancels by closing the stream.

@@ -46,17 +46,31 @@ const (
 	capSampling clientCaps = 1 << iota
 	capElicitation
 	capRoots
+	capElicitationForm
+	capElicitationURL
+	capSamplingTools
+	capSamplingContext
 )
+
+// capBits pairs each bit with its field of gateway.ClientCapabilities.
+func capBits(c *gateway.ClientCapabilities) []struct {
+	on  *bool
+	bit clientCaps
+} {
+	return []struct {
+		on  *bool
+		bit clientCaps
+	}{{&c.Sampling, capSampling}, {&c.Elicitation, capElicitation}, {&c.Roots, capRoots},
+		{&c.ElicitationForm, capElicitationForm}, {&c.ElicitationURL, capElicitationURL},
+		{&c.SamplingTools, capSamplingTools}, {&c.SamplingContext, capSamplingContext}}
+}
 
 // capsOf reads the capabilities object of an initialize.
 func capsOf(caps []byte) clientCaps {
 	c := gateway.CapabilitiesIn(caps)
 	var out clientCaps
-	for _, f := range []struct {
-		on  bool
-		bit clientCaps
-	}{{c.Sampling, capSampling}, {c.Elicitation, capElicitation}, {c.Roots, capRoots}} {
-		if f.on {
+	for _, f := range capBits(&c) {
+		if *f.on {
 			out |= f.bit
 		}
 	}
@@ -65,7 +79,15 @@ func capsOf(caps []byte) clientCaps {
 
 // relayable is c as the gateway's relay reads it.
 func (c clientCaps) relayable() gateway.ClientCapabilities {
-	return gateway.ClientCapabilities{Sampling: c&capSampling != 0, Elicitation: c&capElicitation != 0, Roots: c&capRoots != 0}
+	var out gateway.ClientCapabilities
+	for _, f := range capBits(&out) {
+		*f.on = c&f.bit != 0
+	}
+	if out.Elicitation && !out.ElicitationForm && !out.ElicitationURL {
+		// A session sealed before modes were: elicitation was form.
+		out.ElicitationForm = true
+	}
+	return out
 }
 
 // Limits of what sessions hold.

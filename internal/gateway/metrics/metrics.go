@@ -123,8 +123,10 @@ func (m *Metrics) Request(method, outcome string, d time.Duration) {
 }
 
 // ToolCall records one tools/call. tool is the downstream's name, or
-// Unknown; outcome is "ok", "is_error", "invalid_arguments",
-// "bad_gateway", "timeout", "downstream_error", "cancelled" or "unknown_tool".
+// Unknown; outcome is "ok", "is_error", "input_required",
+// "invalid_arguments", "invalid_answers" (a retry whose requestState or
+// inputResponses the gateway refused), "invalid_result", "bad_gateway",
+// "timeout", "downstream_error", "cancelled" or "unknown_tool".
 func (m *Metrics) ToolCall(server, tool, outcome string, d time.Duration) {
 	if m == nil {
 		return

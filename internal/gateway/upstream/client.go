@@ -383,10 +383,11 @@ func (c *Client) discover(ctx context.Context) (modern bool, _ error) {
 
 // initialize is the session-era handshake at the latest legacy version.
 func (c *Client) initialize(ctx context.Context) error {
-	// The gateway can relay sampling, elicitation and roots requests to a
-	// caller that declared them; for one that did not, the downstream's
+	// The gateway can relay sampling (with tools and context),
+	// elicitation (forms and URLs) and roots requests to a caller that
+	// declared what each uses; for one that did not, the downstream's
 	// request is answered with an error (decision 24).
-	params := fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":{"sampling":{},"elicitation":{},"roots":{}},"clientInfo":%s}`, mcp.LatestLegacy, clientInfo)
+	params := fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":{"sampling":{"context":{},"tools":{}},"elicitation":{"form":{},"url":{}},"roots":{}},"clientInfo":%s}`, mcp.LatestLegacy, clientInfo)
 	res, err := c.roundTrip(ctx, "initialize", params, nil, CallOptions{})
 	if err != nil {
 		return fmt.Errorf("upstream: initialize: %w", err)
