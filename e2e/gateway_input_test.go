@@ -43,18 +43,7 @@ func TestGatewayInputRequired(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	res, err := cs.CallTool(ctx, &sdkmcp.CallToolParams{Name: "fx.ask", Arguments: map[string]any{}})
-	if err != nil {
-		t.Fatalf("fx.ask: %v", err)
-	}
-	if text := contentText(res); asked != 1 || !strings.Contains(text, `answered {"action":"accept","content":{"name":"from the caller"}}`) {
-		t.Errorf("asked %d times; the result: %q", asked, text)
-	}
-	got := received(t, rec)
-	if n := strings.Count(got, `"method":"tools/call"`); n != 2 || !strings.Contains(got, `"requestState":"ask-state-1"`) ||
-		!strings.Contains(got, `"inputResponses":{"confirm":{"action":"accept","content":{"name":"from the caller"}}}`) {
-		t.Errorf("the downstream got %d calls:\n%s", n, got)
-	}
+	askOnce(ctx, t, cs, rec, map[string]any{}, &asked)
 
 	// A server that asks without end: the gateway stops asking.
 	if _, err := cs.CallTool(ctx, &sdkmcp.CallToolParams{Name: "fx.ask-forever", Arguments: map[string]any{}}); err == nil ||
@@ -176,18 +165,7 @@ func TestGatewayInputHandedOver(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer cs.Close()
-		res, err := cs.CallTool(ctx, &sdkmcp.CallToolParams{Name: "fx.ask", Arguments: map[string]any{"order": "A-1"}})
-		if err != nil {
-			t.Fatalf("fx.ask: %v", err)
-		}
-		if text := contentText(res); asked != 1 || !strings.Contains(text, `answered {"action":"accept","content":{"name":"from the caller"}}`) {
-			t.Errorf("asked %d times; the result: %q", asked, text)
-		}
-		got := received(t, rec)
-		if n := strings.Count(got, `"method":"tools/call"`); n != 2 || !strings.Contains(got, `"requestState":"ask-state-1"`) ||
-			!strings.Contains(got, `"inputResponses":{"confirm":{"action":"accept","content":{"name":"from the caller"}}}`) {
-			t.Errorf("the downstream got %d calls:\n%s", n, got)
-		}
+		askOnce(ctx, t, cs, rec, map[string]any{"order": "A-1"}, &asked)
 	})
 
 	mark := newMark()
@@ -361,5 +339,24 @@ func TestGatewayStdioInputHandedOver(t *testing.T) {
 				t.Errorf("asked %d times; the server got:\n%s", asked, received(t, rec))
 			}
 		})
+	}
+}
+
+// askOnce calls fx.ask through cs, whose elicitation handler counts in
+// asked and answers "from the caller": the caller is asked once, and the
+// downstream gets two calls, the second with its own state and the answer.
+func askOnce(ctx context.Context, t *testing.T, cs *sdkmcp.ClientSession, rec string, args map[string]any, asked *int) {
+	t.Helper()
+	res, err := cs.CallTool(ctx, &sdkmcp.CallToolParams{Name: "fx.ask", Arguments: args})
+	if err != nil {
+		t.Fatalf("fx.ask: %v", err)
+	}
+	if text := contentText(res); *asked != 1 || !strings.Contains(text, `answered {"action":"accept","content":{"name":"from the caller"}}`) {
+		t.Errorf("asked %d times; the result: %q", *asked, text)
+	}
+	got := received(t, rec)
+	if n := strings.Count(got, `"method":"tools/call"`); n != 2 || !strings.Contains(got, `"requestState":"ask-state-1"`) ||
+		!strings.Contains(got, `"inputResponses":{"confirm":{"action":"accept","content":{"name":"from the caller"}}}`) {
+		t.Errorf("the downstream got %d calls:\n%s", n, got)
 	}
 }
