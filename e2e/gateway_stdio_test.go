@@ -518,10 +518,50 @@ func TestGatewayStdioAsks(t *testing.T) {
 				break
 			}
 		}
+		// The client's input ends while it is asked: nothing it sends
+		// can be read any more, so the request ends at once (not when
+		// the drain's grace does), and the call is answered.
+		p.call(4, "fx.sample", map[string]any{})
+		nextRequest()
 		p.closeStdin()
+		if m := mustJSON(t, p.recvID(4)); !strings.Contains(m, "can no longer answer") {
+			t.Errorf("the call asking a client whose input ended: %s", m)
+		}
 		if code := p.wait(); code != 0 {
 			t.Errorf("exit %d; stderr:\n%s", code, p.stderr.String())
 		}
+	})
+
+	t.Run("a call that ends while asking", func(t *testing.T) {
+		// A deadline of its own: the request is withdrawn before the
+		// call's answer, never after it.
+		cfg := "auth:\n  mode: none\npolicy:\n  rules:\n    - {id: all, tools: [\"*\"], roles: [\"*\"]}\nservers:\n" +
+			fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "sample", "FIXTURE_ERA": "legacy"}, "protocol: legacy", "timeout: 300ms")
+		cfg += stateKeys(t, cfg)
+		short := filepath.Join(t.TempDir(), "gateway.yaml")
+		writeFile(t, short, cfg)
+		p := start(t, "bastion", []string{"gateway", "--stdio", "--config", short}, baseEnv())
+		p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": map[string]any{
+			"protocolVersion": "2025-11-25", "capabilities": map[string]any{"sampling": map[string]any{}}, "clientInfo": map[string]any{"name": "e2e", "version": "1"}}})
+		p.recv()
+		for id := 1; id <= 8; id++ {
+			p.call(id, "fx.sample", map[string]any{})
+			withdrawn := false
+			for {
+				m := p.recv()
+				if m["method"] == "notifications/cancelled" {
+					withdrawn = true
+				}
+				if m["id"] == float64(id) {
+					if !withdrawn {
+						t.Errorf("call %d was answered before its request was withdrawn: %v", id, m)
+					}
+					break
+				}
+			}
+		}
+		p.closeStdin()
+		p.wait()
 	})
 
 	t.Run("the official Go SDK client", func(t *testing.T) {

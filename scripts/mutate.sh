@@ -1635,6 +1635,30 @@ mutate gw-answers-audited "a refused retry of a round of input is audited as all
 	'ev.Outcome, ev.Reason, ev.Code = audit.Allow, "", jsonrpc.CodeInvalidParams' \
 	-- "$e2epkg" 'TestGatewayInputHandedOver'
 
+mutate session-asks-abandon "a call asking a --stdio client whose input ended waits out the drain's grace" \
+	internal/session/session.go \
+	'\tss\.asks\.Abandon\(""\)\n' \
+	'' \
+	-- "$e2epkg" 'TestGatewayStdioAsks'
+
+mutate session-asks-order "a request a call leaves behind is withdrawn after the call's answer" \
+	internal/session/call.go \
+	'defer asks\.close\(\) // before the answer' \
+	'// before the answer' \
+	-- "$e2epkg" 'TestGatewayStdioAsks'
+
+mutate pending-abandon-new "an owner that can no longer answer is still sent requests" \
+	internal/jsonrpc/pending.go \
+	' \|\| p\.gone\[owner\]' \
+	'' \
+	-- ./internal/jsonrpc/ 'TestPendingAbandon'
+
+mutate pending-plain-text "a client's error message reaches the downstream with its controls" \
+	internal/jsonrpc/pending.go \
+	'0x202A <= r && r <= 0x202E, 0x2066 <= r && r <= 0x2069:\n\t\t\treturn -1' \
+	'0x202A <= r && r <= 0x202E, 0x2066 <= r && r <= 0x2069:\n\t\t\treturn r' \
+	-- ./internal/jsonrpc/ 'TestPlainText'
+
 echo
 echo "== summary"
 if ((${#results[@]} == 0)); then

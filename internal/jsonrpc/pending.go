@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -24,7 +25,8 @@ type Pending struct {
 	mu   sync.Mutex
 	next int64
 	m    map[pendingKey]chan *Message
-	n    map[string]int // owner → requests out
+	n    map[string]int  // owner → requests out
+	gone map[string]bool // owners that can no longer answer
 }
 
 type pendingKey struct {
@@ -34,14 +36,35 @@ type pendingKey struct {
 // NewPending returns an empty table whose ids start with prefix, with at
 // most perOwner requests out to one owner at a time.
 func NewPending(prefix string, perOwner int) *Pending {
-	return &Pending{prefix: prefix, perOwner: perOwner, m: map[pendingKey]chan *Message{}, n: map[string]int{}}
+	return &Pending{prefix: prefix, perOwner: perOwner, m: map[pendingKey]chan *Message{}, n: map[string]int{}, gone: map[string]bool{}}
+}
+
+// abandoned is the answer of every request to an owner that can no
+// longer answer.
+var abandoned = &Message{Kind: KindResponse, Error: jsontext.Value(`{"code":-32603,"message":"Internal error: the client can no longer answer"}`)}
+
+// Abandon ends every request out to owner with an error, and refuses
+// new ones: nothing owner sends will be read any more (its session is
+// ending).
+func (p *Pending) Abandon(owner string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gone[owner] = true
+	for k, ch := range p.m {
+		if k.owner == owner {
+			select {
+			case ch <- abandoned:
+			default: // answered already
+			}
+		}
+	}
 }
 
 // open mints an id for a request to owner; ok is false past the bound.
 func (p *Pending) open(owner string) (id string, ch chan *Message, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.n[owner] >= p.perOwner {
+	if p.n[owner] >= p.perOwner || p.gone[owner] {
 		return "", nil, false
 	}
 	p.next++
@@ -97,7 +120,7 @@ const maxAskedErrorMessage = 256
 func (p *Pending) Ask(ctx context.Context, owner, method string, params jsontext.Value, send func(msg []byte)) (jsontext.Value, *Error) {
 	id, ch, ok := p.open(owner)
 	if !ok {
-		return nil, &Error{Code: CodeInternalError, Message: "Internal error: too many requests are out to the client"}
+		return nil, &Error{Code: CodeInternalError, Message: "Internal error: too many requests are out to the client, or it can no longer answer"}
 	}
 	defer p.close(owner, id)
 	msg := []byte(`{"jsonrpc":"2.0","id":`)
@@ -122,8 +145,7 @@ func (p *Pending) Ask(ctx context.Context, owner, method string, params jsontext
 			if json.Unmarshal(m.Error, &e) != nil {
 				return nil, &Error{Code: CodeInternalError, Message: "Internal error: the client's error is malformed"}
 			}
-			// Cut on a byte count: what is left of a split rune goes.
-			return nil, &Error{Code: e.Code, Message: strings.ToValidUTF8(truncate(e.Message, maxAskedErrorMessage), "")}
+			return nil, &Error{Code: e.Code, Message: plainText(e.Message)}
 		}
 		return m.Result, nil
 	case <-ctx.Done():
@@ -131,4 +153,20 @@ func (p *Pending) Ask(ctx context.Context, owner, method string, params jsontext
 		send(append(cancelled, `,"reason":"the call ended"}}`...))
 		return nil, &Error{Code: CodeInternalError, Message: "Internal error: the call ended before the client answered"}
 	}
+}
+
+// plainText is a peer's error message as it may be passed on: bounded
+// (cut on a byte count, what is left of a split rune dropped), without
+// control characters or the bidirectional controls that could reorder
+// what a reader sees.
+func plainText(s string) string {
+	s = strings.ToValidUTF8(truncate(s, maxAskedErrorMessage), "")
+	return strings.Map(func(r rune) rune {
+		switch {
+		case unicode.IsControl(r), r == 0x061C, r == 0x200E, r == 0x200F,
+			0x202A <= r && r <= 0x202E, 0x2066 <= r && r <= 0x2069:
+			return -1
+		}
+		return r
+	}, s)
 }

@@ -97,4 +97,41 @@ func TestPending(t *testing.T) {
 		}
 	}
 	_ = ch2 // answered by the end of the test, when its context ends
+
+}
+
+// TestPendingAbandon: what is out to an owner that can no longer answer
+// ends at once, with an error, and nothing more is sent to it.
+func TestPendingAbandon(t *testing.T) {
+	p := NewPending("ask-", 2)
+	sent := make(chan []byte, 4)
+	done := make(chan *Error, 1)
+	go func() {
+		_, err := p.Ask(t.Context(), "s", "roots/list", nil, func(msg []byte) { sent <- msg })
+		done <- err
+	}()
+	<-sent
+	p.Abandon("s")
+	if err := <-done; err == nil || !strings.Contains(err.Message, "no longer answer") {
+		t.Errorf("an abandoned ask: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // a mutant waits for an answer
+	defer cancel()
+	if _, err := p.Ask(ctx, "s", "roots/list", nil, func([]byte) { t.Error("sent to an owner that can no longer answer") }); err == nil {
+		t.Error("an ask of an abandoned owner was sent")
+	}
+}
+
+func TestPlainText(t *testing.T) {
+	for in, want := range map[string]string{
+		"fine":                   "fine",
+		"ok\u202eevil\u001b[31m": "okevil[31m",
+		"\u200frtl\u2066":        "rtl",
+		"tab\tand\nnewline":      "tabandnewline",
+		strings.Repeat("é", 200): strings.Repeat("é", maxAskedErrorMessage/2),
+	} {
+		if got := plainText(in); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -66,14 +67,21 @@ func (ss *Session) startCall(r replier, m *jsonrpc.Message, version string) {
 		// Only a relaying server declares logging, so only its tools
 		// may pass log messages on.
 		ctx = tool.WithMessages(ctx, ss.sendMessage)
-		if j.rounds == nil {
-			// A session-era client takes requests on the session: a
-			// relaying tool may ask it what its server asks.
-			ctx = tool.WithRequester(ctx, &tool.Requester{Capabilities: ss.clientCaps, Ask: ss.ask})
-		}
+	}
+	asks := &callAsks{}
+	if ss.srv.opts.Relay != nil && j.rounds == nil {
+		// A session-era client takes requests on the session: a
+		// relaying tool may ask it what its server asks.
+		ctx = tool.WithRequester(ctx, &tool.Requester{Capabilities: ss.clientCaps, Ask: func(ctx context.Context, method string, params jsontext.Value) (jsontext.Value, *jsonrpc.Error) {
+			if !asks.begin() {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error: the call has ended"}
+			}
+			defer asks.end()
+			return ss.ask(ctx, method, params)
+		}})
 	}
 	place := ss.srv.limiter.Reserve()
-	ss.workers.run(func() { ss.runCall(ctx, c, r, m, version, j.tool, j.args, place) })
+	ss.workers.run(func() { ss.runCall(ctx, c, r, m, version, j.tool, j.args, place, asks) })
 }
 
 // admit registers request m as a task of the session, with its context
@@ -330,8 +338,43 @@ func (ss *Session) cancelCall(params []byte) {
 
 // runCall is the task of one tools/call.
 func (ss *Session) runCall(ctx context.Context, c *call, r replier, m *jsonrpc.Message, version string,
-	t tool.Tool, args jsontext.Value, place *guard.Reservation) {
-	ss.runTask(c, r, m, func() []byte { return ss.call(ctx, m, version, t, args, place) })
+	t tool.Tool, args jsontext.Value, place *guard.Reservation, asks *callAsks) {
+	ss.runTask(c, r, m, func() []byte {
+		defer asks.close() // before the answer: the client hears of its requests' end first
+		return ss.call(ctx, m, version, t, args, place)
+	})
+}
+
+// callAsks counts the requests one call has out to the client. Its answer
+// is written once each has ended, so that a request the call leaves
+// behind is withdrawn (notifications/cancelled) before the answer, never
+// after it; once the call has ended it sends no more.
+type callAsks struct {
+	mu     sync.Mutex
+	wg     sync.WaitGroup
+	closed bool
+}
+
+func (a *callAsks) begin() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return false
+	}
+	a.wg.Add(1)
+	return true
+}
+
+func (a *callAsks) end() { a.wg.Done() }
+
+// close refuses new requests and waits for those out. They end with the
+// context the tool asked under — a relaying tool's call, over once the
+// tool has returned — or when the session abandons them as it ends.
+func (a *callAsks) close() {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+	a.wg.Wait()
 }
 
 // runTask runs body, the work of request m's task, and sends the answer

@@ -185,6 +185,10 @@ func (ss *Session) Run(ctx context.Context) error {
 
 	ss.stopping.Store(true)
 	ss.conn.CloseRead()
+	// Nothing the client sends is read any more: a request out to it
+	// can no longer be answered, and a call waiting on one ends now
+	// rather than at the end of the grace.
+	ss.asks.Abandon("")
 	ss.endSubscriptions()
 	ss.mu.Lock()
 	ss.draining = true
