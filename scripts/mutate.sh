@@ -338,8 +338,8 @@ mutate batch-array "batch members are answered on lines of their own" \
 
 mutate arrival-order "a call takes its place in the queue when its task runs, not when it arrives" \
 	internal/session/call.go \
-	'place := ss\.srv\.limiter\.Reserve\(\)\n\tss\.workers\.run\(func\(\) \{ ss\.runCall\(ctx, c, r, m, version, j\.tool, j\.args, place\) \}\)' \
-	'ss.workers.run(func() { ss.runCall(ctx, c, r, m, version, j.tool, j.args, ss.srv.limiter.Reserve()) })' \
+	'place := ss\.srv\.limiter\.Reserve\(\)\n\tss\.workers\.run\(func\(\) \{ ss\.runCall\(ctx, c, r, m, version, j\.tool, j\.args, place, asks\) \}\)' \
+	'ss.workers.run(func() { ss.runCall(ctx, c, r, m, version, j.tool, j.args, ss.srv.limiter.Reserve(), asks) })' \
 	-- "$sessionpkg"
 
 mutate validity-first "the pending cap is checked before the call's own validity" \
@@ -1451,7 +1451,7 @@ mutate gw-input-caps-undeclared "a 2026-07-28 call declares its caller can give 
 
 mutate gw-input-caps-unaskable "a 2026-07-28 call declares capabilities for a caller the gateway cannot ask" \
 	internal/gateway/relay.go \
-	'\tif c\.ClientRequests == nil \{\n\t\treturn jsontext\.Value\(`\{\}`\)\n\t\}\n' \
+	'\tif c\.ClientRequests == nil && !c\.TakesRounds \{\n\t\treturn jsontext\.Value\(`\{\}`\)\n\t\}\n' \
 	'' \
 	-- "$gwpkg" 'TestCapabilitiesOf'
 
