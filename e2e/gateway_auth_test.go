@@ -355,6 +355,18 @@ func TestGatewayRateLimit(t *testing.T) {
 	if r := callAs(g, adminToken, "fx.echo", map[string]any{}, 4); r.status != 200 {
 		t.Errorf("another principal: HTTP %d %s", r.status, r.body)
 	}
+	// A request past the rate is audited under a method label the gateway
+	// chose: the caller's own method text, of any length, never reaches
+	// the decision log.
+	method := "x-" + strings.Repeat("m", 4096) + "-RATE-PROBE"
+	h := modernHeaders(method, "")
+	h["Authorization"] = "Bearer " + viewerToken
+	if r := g.mustPost(h, modernBody(5, method, map[string]any{})); r.status != 429 {
+		t.Errorf("an unknown method over the rate: HTTP %d %s", r.status, r.body)
+	}
+	if logs := g.p.stderr.String(); strings.Contains(logs, "RATE-PROBE") || !strings.Contains(logs, `"method":"(other)","outcome":"rate_limited"`) {
+		t.Errorf("the audit of a request over the rate:\n%s", logs)
+	}
 }
 
 // jwksServer is an identity provider's key set, with keys the test makes

@@ -449,7 +449,7 @@ func (x *exchange) request(ctx context.Context, m *jsonrpc.Message, progress fun
 	if ok, wait := s.limiters.allow(x.p); !ok {
 		s.metrics.RateLimited()
 		s.g.Audit().Record(audit.Event{RequestID: x.rid, Subject: x.p.Subject, Issuer: x.p.Issuer, Roles: x.p.Roles,
-			Method: m.Method, Outcome: audit.RateLimited, Code: gateway.CodeTooManyRequests})
+			Method: label(m.Method), Outcome: audit.RateLimited, Code: gateway.CodeTooManyRequests})
 		return rateLimited(m.ID, wait)
 	}
 	switch m.Method {
@@ -1008,11 +1008,24 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// knownMethods are the method labels of the metrics; any other method is
-// "(other)", so that callers cannot grow the label set.
+// knownMethods are the method labels of the metrics and the audit: the
+// methods the front answers. Any other method is "(other)", so that
+// callers can neither grow the label set nor write their own text into
+// the decision log.
 var knownMethods = map[string]bool{
 	"initialize": true, "ping": true, "server/discover": true, "tools/list": true, "tools/call": true,
+	"prompts/list": true, "prompts/get": true, "resources/list": true, "resources/templates/list": true,
+	"resources/read": true, "resources/subscribe": true, "resources/unsubscribe": true,
+	"completion/complete": true, "logging/setLevel": true,
 	"subscriptions/listen": true, "notifications/initialized": true, "notifications/cancelled": true,
+}
+
+// label is method as the metrics and the audit name it.
+func label(method string) string {
+	if knownMethods[method] {
+		return method
+	}
+	return "(other)"
 }
 
 func methodLabel(f jsonrpc.Frame) string {
@@ -1023,10 +1036,8 @@ func methodLabel(f jsonrpc.Frame) string {
 		return "(invalid)"
 	case f.Items[0].Msg.Kind == jsonrpc.KindResponse:
 		return "(response)"
-	case knownMethods[f.Items[0].Msg.Method]:
-		return f.Items[0].Msg.Method
 	}
-	return "(other)"
+	return label(f.Items[0].Msg.Method)
 }
 
 // statusWriter remembers the status an answer was given.
