@@ -10,10 +10,13 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/policy"
 )
@@ -105,56 +108,99 @@ type StaticToken struct {
 // ParseTokensEnv reads MCP_GATEWAY_TOKENS in seed 002's form: a JSON
 // object of token → role, or token → {"sub": ..., "role": ...} ("roles",
 // a list, is accepted too). A token given without a subject is named by
-// the first bytes of its digest. Errors never quote a token.
+// the first bytes of its digest. The JSON is read as strictly as the
+// configuration file: a token or a member named twice, a member in
+// another case ("ROLE") or an unknown one stops start-up, so that no
+// entry can quietly take another's place. Errors number the entries in
+// their order and never quote a token.
 func ParseTokensEnv(v string) ([]StaticToken, error) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(v), &raw); err != nil {
+	dec := jsontext.NewDecoder(strings.NewReader(v)) // duplicate names are refused by default
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil, errors.New("auth: tokens: not a JSON object")
 	}
-	if len(raw) == 0 {
-		return nil, errors.New("auth: tokens: no token")
-	}
 	var out []StaticToken
-	n := 0
-	for tok, spec := range raw {
-		n++
-		if !token68(tok) {
-			return nil, fmt.Errorf("auth: tokens: entry %d: the token is not a valid bearer token", n)
+	for n := 1; dec.PeekKind() != '}'; n++ {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return nil, tokensSyntax(n, err)
 		}
-		st := StaticToken{SHA256: sha256.Sum256([]byte(tok))}
-		var role string
-		if json.Unmarshal(spec, &role) == nil {
-			st.Roles = []string{role}
-		} else {
-			var o struct {
-				Sub   string   `json:"sub"`
-				Role  string   `json:"role"`
-				Roles []string `json:"roles"`
-			}
-			dec := json.NewDecoder(strings.NewReader(string(spec)))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&o); err != nil {
-				return nil, fmt.Errorf("auth: tokens: entry %d: must be a role or {\"sub\", \"role\"}", n)
-			}
-			st.Subject, st.Roles = o.Sub, o.Roles
-			if o.Role != "" {
-				st.Roles = append(st.Roles, o.Role)
-			}
+		tok := name.String() // before the next read voids name
+		spec, err := dec.ReadValue()
+		if err != nil {
+			return nil, tokensSyntax(n, err)
 		}
-		if st.Subject == "" {
-			st.Subject = "token-" + hex.EncodeToString(st.SHA256[:4])
-		}
-		if len(st.Roles) == 0 {
-			return nil, fmt.Errorf("auth: tokens: entry %d: no role", n)
-		}
-		for _, r := range st.Roles {
-			if !policy.ValidRole(r) {
-				return nil, fmt.Errorf("auth: tokens: entry %d: a role is not 1-64 characters of [A-Za-z0-9_.:-]", n)
-			}
+		st, err := staticEntry(tok, spec)
+		if err != nil {
+			return nil, fmt.Errorf("auth: tokens: entry %d: %w", n, err)
 		}
 		out = append(out, st)
 	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, errors.New("auth: tokens: not a JSON object")
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, errors.New("auth: tokens: text after the JSON object")
+	}
+	if len(out) == 0 {
+		return nil, errors.New("auth: tokens: no token")
+	}
 	return out, nil
+}
+
+// tokensSyntax is the error of entry n's JSON; the decoder's own message
+// could quote the token, so only the kind of fault is said.
+func tokensSyntax(n int, err error) error {
+	var se *jsontext.SyntacticError
+	if errors.As(err, &se) && errors.Is(se.Err, jsontext.ErrDuplicateName) {
+		return fmt.Errorf("auth: tokens: entry %d: the token is given twice", n)
+	}
+	return fmt.Errorf("auth: tokens: entry %d: not valid JSON", n)
+}
+
+// staticEntry is one entry of MCP_GATEWAY_TOKENS: the token and what it
+// names.
+func staticEntry(tok string, spec jsontext.Value) (StaticToken, error) {
+	if !token68(tok) {
+		return StaticToken{}, errors.New("the token is not a valid bearer token")
+	}
+	st := StaticToken{SHA256: sha256.Sum256([]byte(tok))}
+	switch spec.Kind() {
+	case '"':
+		var role string
+		if err := json.Unmarshal(spec, &role); err != nil {
+			return StaticToken{}, errors.New(`must be a role or {"sub", "role"}`)
+		}
+		st.Roles = []string{role}
+	case '{':
+		var o struct {
+			Sub   string   `json:"sub"`
+			Role  string   `json:"role"`
+			Roles []string `json:"roles"`
+		}
+		// Member names match exactly (the library's default); an unknown
+		// one is refused.
+		if err := json.Unmarshal(spec, &o, json.RejectUnknownMembers(true)); err != nil {
+			return StaticToken{}, errors.New(`must be a role or {"sub", "role"}, each member once, in lower case`)
+		}
+		st.Subject, st.Roles = o.Sub, o.Roles
+		if o.Role != "" {
+			st.Roles = append(st.Roles, o.Role)
+		}
+	default:
+		return StaticToken{}, errors.New(`must be a role or {"sub", "role"}`)
+	}
+	if st.Subject == "" {
+		st.Subject = "token-" + hex.EncodeToString(st.SHA256[:4])
+	}
+	if len(st.Roles) == 0 {
+		return StaticToken{}, errors.New("no role")
+	}
+	for _, r := range st.Roles {
+		if !policy.ValidRole(r) {
+			return StaticToken{}, errors.New("a role is not 1-64 characters of [A-Za-z0-9_.:-]")
+		}
+	}
+	return st, nil
 }
 
 // Authenticator authenticates requests. It is safe for concurrent use.

@@ -102,7 +102,11 @@ func hexPrefix(tok string) string {
 }
 
 func TestParseTokensEnvErrors(t *testing.T) {
-	for _, v := range []string{``, `[]`, `{}`, `{"t":""}`, `{"t":{"sub":"x"}}`, `{"t":{"role":"a,b"}}`, `{"t":{"role":"a","extra":1}}`, `{"a b":"r"}`} {
+	for _, v := range []string{``, `[]`, `{}`, `{"t":""}`, `{"t":{"sub":"x"}}`, `{"t":{"role":"a,b"}}`, `{"t":{"role":"a","extra":1}}`, `{"a b":"r"}`,
+		// A token or a member named twice, or a member in another case:
+		// one entry would quietly take another's place.
+		`{"t":"admin","t":"viewer"}`, `{"t":{"role":"viewer","role":"admin"}}`, `{"t":{"sub":"x","role":"viewer","ROLE":"admin"}}`,
+		`{"t":{"Role":"admin"}}`, `{"t":"a"} {}`, `{"t":"a"`, `{"t":7}`, `{"t":["a"]}`} {
 		_, err := ParseTokensEnv(v)
 		if err == nil {
 			t.Errorf("ParseTokensEnv(%q) accepted", v)
