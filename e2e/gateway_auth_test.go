@@ -314,9 +314,9 @@ func (s *authSession) post(body string) httpReply {
 }
 
 // TestGatewayIdentityHeaders: an HTTP downstream hears who calls from the
-// gateway alone: X-MCP-Gateway-Subject, -Role and -Request-Id; a caller's
-// own x-mcp-gateway-* headers, Authorization and Cookie never arrive, so
-// a role cannot be forged.
+// gateway alone: X-MCP-Gateway-Subject, -Issuer, -Role and -Request-Id;
+// a caller's own x-mcp-gateway-* headers, Authorization and Cookie never
+// arrive, so a role cannot be forged.
 func TestGatewayIdentityHeaders(t *testing.T) {
 	url := httpFixture(t, "--name", "web", "--tools", "0")
 	g, _ := authGateway(t, "", fmt.Sprintf("  - name: web\n    url: %s\n", url))
@@ -324,12 +324,14 @@ func TestGatewayIdentityHeaders(t *testing.T) {
 	h["Authorization"] = "Bearer " + viewerToken
 	h["X-MCP-Gateway-Role"] = "admin"
 	h["X-MCP-Gateway-Subject"] = "forged-subject-9f2c"
+	h["X-MCP-Gateway-Issuer"] = "https://forged-issuer-9f2c"
 	h["Cookie"] = "session=stolen-cookie-9f2c"
 	h["X-Forwarded-For"] = "10.9.8.7"
-	suiteLeaks.secret("forged-subject-9f2c", "stolen-cookie-9f2c", "10.9.8.7")
+	suiteLeaks.secret("forged-subject-9f2c", "forged-issuer-9f2c", "stolen-cookie-9f2c", "10.9.8.7")
 	r := g.mustPost(h, modernBody(1, "tools/call", map[string]any{"name": "web.headers", "arguments": map[string]any{}}))
 	got := structured(t, r)
-	if fmt.Sprint(got["x-mcp-gateway-role"]) != "[viewer]" || fmt.Sprint(got["x-mcp-gateway-subject"]) != "[bob@example.com]" || got["x-mcp-gateway-request-id"] == nil {
+	if fmt.Sprint(got["x-mcp-gateway-role"]) != "[viewer]" || fmt.Sprint(got["x-mcp-gateway-subject"]) != "[bob@example.com]" ||
+		fmt.Sprint(got["x-mcp-gateway-issuer"]) != "[static]" || got["x-mcp-gateway-request-id"] == nil {
 		t.Errorf("the downstream saw %v", got)
 	}
 	for _, k := range []string{"authorization", "cookie", "x-forwarded-for"} {

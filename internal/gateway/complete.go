@@ -143,7 +143,7 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 	dctx, cancel := context.WithTimeoutCause(ctx, ds.cfg.Timeout.D(), errCallTimeout)
 	defer cancel()
 	raw, err := ds.conn.Call(dctx, "completion/complete", params, upstream.CallOptions{
-		Identity: &upstream.Identity{Subject: c.Principal.Subject, Roles: c.Principal.Roles, RequestID: c.RequestID},
+		Identity: identityOf(c.Principal, c.RequestID),
 	})
 	ev.Outcome = audit.Allow
 	if err != nil {

@@ -331,7 +331,7 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, from *res
 	var downstreamTime time.Duration
 	opts := upstream.CallOptions{
 		Name: t.Name, ProgressToken: c.ProgressToken, Progress: progressOf(c),
-		Identity: &upstream.Identity{Subject: c.Principal.Subject, Roles: c.Principal.Roles, RequestID: c.RequestID},
+		Identity: identityOf(c.Principal, c.RequestID),
 		Params:   mirrored,
 		Requests: g.relayRequests(c, t),
 		Messages: messagesOf(t.Server, c.Messages),
@@ -394,6 +394,12 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, from *res
 	log.Debug("tools/call relayed", slog.String("tool", t.Qualified), slog.Bool("is_error", out.IsError),
 		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
 	return out, nil
+}
+
+// identityOf is who a downstream request is made for: the caller p and
+// the request's id.
+func identityOf(p auth.Principal, requestID string) *upstream.Identity {
+	return &upstream.Identity{Subject: p.Subject, Issuer: p.Issuer, Roles: p.Roles, RequestID: requestID}
 }
 
 // messagesOf is fn with the server's name in each message's logger; nil

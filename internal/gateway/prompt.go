@@ -226,7 +226,7 @@ func (g *Gateway) getPrompt(ctx context.Context, c PromptGet, p *catalog.Prompt,
 	start := time.Now()
 	raw, err := d.conn.Call(dctx, "prompts/get", params, upstream.CallOptions{
 		Name:     p.Name,
-		Identity: &upstream.Identity{Subject: c.Principal.Subject, Roles: c.Principal.Roles, RequestID: c.RequestID},
+		Identity: identityOf(c.Principal, c.RequestID),
 	})
 	took := time.Since(start)
 	if err != nil {

@@ -217,7 +217,7 @@ func (g *Gateway) readResource(ctx context.Context, c ResourceRead, server strin
 	start := time.Now()
 	raw, err := d.conn.Call(dctx, "resources/read", params, upstream.CallOptions{
 		Name:     c.URI,
-		Identity: &upstream.Identity{Subject: c.Principal.Subject, Roles: c.Principal.Roles, RequestID: c.RequestID},
+		Identity: identityOf(c.Principal, c.RequestID),
 	})
 	took := time.Since(start)
 	if err != nil {

@@ -404,7 +404,7 @@ func (g *Gateway) forwardSubscription(ctx context.Context, c SubscribeRequest, s
 		return g.callError(ctx, dctx, log, server, method, context.Cause(dctx))
 	}
 	_, err := d.conn.Call(dctx, method, params, upstream.CallOptions{Name: c.URI,
-		Identity: &upstream.Identity{Subject: c.Principal.Subject, Roles: c.Principal.Roles, RequestID: c.RequestID}})
+		Identity: identityOf(c.Principal, c.RequestID)})
 	if err != nil {
 		return g.callError(ctx, dctx, log, server, method, err)
 	}

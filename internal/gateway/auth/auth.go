@@ -36,7 +36,7 @@ type Principal struct {
 
 // Policy returns p as the policy package reads a principal.
 func (p Principal) Policy() policy.Principal {
-	return policy.Principal{Subject: p.Subject, Roles: p.Roles, Claims: p.Claims}
+	return policy.Principal{Subject: p.Subject, Issuer: p.Issuer, Roles: p.Roles, Claims: p.Claims}
 }
 
 // IssuerStatic is the issuer of configured tokens.

@@ -81,6 +81,11 @@ func TestStaticTokens(t *testing.T) {
 		if err != nil || p.Subject != tc.subject || strings.Join(p.Roles, ",") != tc.roles || p.Issuer != IssuerStatic {
 			t.Errorf("Authenticate(%v) = %+v, %v", tc.h, p, err)
 		}
+		// The rules see the issuer with the subject: subjects are only
+		// unique per issuer.
+		if pp := p.Policy(); pp.Subject != p.Subject || pp.Issuer != IssuerStatic || strings.Join(pp.Roles, ",") != tc.roles {
+			t.Errorf("Policy() = %+v", pp)
+		}
 	}
 	for _, h := range [][]string{nil, {"Bearer TOK-ADMIN"}, {"Bearer tok-admin "}, {"Bearer tok-admi"}, {"Bearer tok-admin", "Bearer tok-admin"}} {
 		if p, err := a.Authenticate(ctx, h); err == nil {

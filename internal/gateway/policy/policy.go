@@ -49,7 +49,11 @@ type Rule struct {
 // Principal is who calls, as authentication established it.
 type Principal struct {
 	Subject string
-	Roles   []string
+	// Issuer is who vouched for the subject ("static", a JWT issuer,
+	// "stdio", "none"): subjects are only unique per issuer, so a
+	// condition naming a subject should name its issuer too.
+	Issuer string
+	Roles  []string
 	// Claims are a JWT's claims (nil for a static token), for conditions.
 	Claims map[string]any
 }
@@ -347,7 +351,7 @@ func principalVars(p Principal) map[string]any {
 	for i, r := range p.Roles {
 		roles[i] = r
 	}
-	return map[string]any{"subject": p.Subject, "roles": roles, "claims": orEmpty(p.Claims)}
+	return map[string]any{"subject": p.Subject, "issuer": p.Issuer, "roles": roles, "claims": orEmpty(p.Claims)}
 }
 
 func orEmpty(m map[string]any) map[string]any {

@@ -91,6 +91,21 @@ func TestConditionsSeePrincipalAndTool(t *testing.T) {
 	}
 }
 
+// TestConditionsSeeTheIssuer: subjects are only unique per issuer, so a
+// condition can name the issuer with the subject, and a subject of the
+// same name from another issuer is refused.
+func TestConditionsSeeTheIssuer(t *testing.T) {
+	pol := mustCompile(t, []Rule{{ID: "svc", Tools: []string{"*"}, Roles: []string{"*"},
+		When: `principal.issuer == "static" && principal.subject == "svc-payments"`}})
+	c := Call{Qualified: "pay.run", Server: "pay", Name: "run", Args: map[string]any{}}
+	if d := pol.Decide(Principal{Subject: "svc-payments", Issuer: "static", Roles: []string{"svc"}}, c); !d.Allow {
+		t.Errorf("the configured token's subject: %+v", d)
+	}
+	if d := pol.Decide(Principal{Subject: "svc-payments", Issuer: "https://idp.example", Roles: []string{"viewer"}}, c); d.Allow {
+		t.Errorf("the same subject from an identity provider: %+v", d)
+	}
+}
+
 func TestListable(t *testing.T) {
 	pol := mustCompile(t, seedRules)
 	viewer := Principal{Roles: []string{"viewer"}}

@@ -119,7 +119,10 @@ type Param struct {
 // Identity is who a call is made for, as an HTTP downstream is told in
 // the X-MCP-Gateway-* headers.
 type Identity struct {
-	Subject   string
+	Subject string
+	// Issuer is who vouched for Subject: subjects are only unique per
+	// issuer, so a downstream that acts on the subject needs both.
+	Issuer    string
 	Roles     []string
 	RequestID string
 }

@@ -251,6 +251,7 @@ func (s *HTTPServer) headers(req *http.Request, out outgoing) {
 	// scratch), so a caller cannot forge them.
 	if who := out.identity; who != nil {
 		req.Header.Set("X-MCP-Gateway-Subject", HeaderValue(who.Subject))
+		req.Header.Set("X-MCP-Gateway-Issuer", HeaderValue(who.Issuer))
 		req.Header.Set("X-MCP-Gateway-Role", strings.Join(who.Roles, ","))
 		if who.RequestID != "" {
 			req.Header.Set("X-MCP-Gateway-Request-Id", who.RequestID)
