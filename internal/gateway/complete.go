@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/auth"
@@ -51,13 +51,18 @@ type completionParams struct {
 // Complete runs a completion/complete (docs/gateway-surface.md decision
 // 22): a ref/prompt is routed by the prompt's public name, a ref/resource
 // by the admitted template's string, each to the server that owns it,
-// with the downstream's own prompt name. A reference that is unknown,
-// that the caller may not use, or whose server declares no completions is
-// answered with an empty completion, not an error, so that typing cannot
-// probe what exists. The audit has the reference and the argument's name
-// when the reference declares it (a prompt's argument, a template's
-// variable), never a value or a name of the caller's own. Malformed params
-// are ErrCompletionParams.
+// with the downstream's own prompt name. The request is decided as what
+// it completes would be: a prompt's rule on the arguments given
+// (context.arguments) with the value typed; a template as a read of the
+// URI those make of it. Each value the server offers is decided the same
+// way, and only those the caller could use are relayed, so completion
+// never names what a get or a read would refuse. A reference that is
+// unknown, that the caller may not use, or whose server declares no
+// completions is answered with an empty completion, not an error, so
+// that typing cannot probe what exists. The audit has the reference and
+// the argument's name when the reference declares it (a prompt's
+// argument, a template's variable), never a value or a name of the
+// caller's own. Malformed params are ErrCompletionParams.
 func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Completion, error) {
 	var p completionParams
 	if c.Params == nil || json.Unmarshal(c.Params, &p, json.RejectUnknownMembers(true)) != nil ||
@@ -67,9 +72,16 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 	ev := audit.Event{RequestID: c.RequestID, Subject: c.Principal.Subject, Issuer: c.Principal.Issuer,
 		Roles: c.Principal.Roles, Method: "completion/complete"}
 	snap := g.catalog.Snapshot()
+	var given map[string]string
+	if p.Context != nil {
+		given = p.Context.Arguments
+	}
+	name := *p.Argument.Name
 	var server string
 	ref := map[string]string{"type": *p.Ref.Type}
-	var call policy.Call
+	// allowed decides the caller's use of what the reference makes with
+	// value as the argument completed.
+	var allowed func(value string) policy.Decision
 	switch {
 	case *p.Ref.Type == "ref/prompt" && p.Ref.Name != nil && p.Ref.URI == nil:
 		pr, ok := snap.LookupPrompt(*p.Ref.Name)
@@ -77,10 +89,10 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 			break
 		}
 		ev.Prompt, server, ref["name"] = pr.Qualified, pr.Server, pr.Name
-		if _, ok := pr.Argument(*p.Argument.Name); ok {
-			ev.Arguments = []string{*p.Argument.Name}
+		if _, ok := pr.Argument(name); ok {
+			ev.Arguments = []string{name}
 		}
-		call = policy.Call{Kind: policy.KindPrompt, Qualified: pr.Qualified, Server: pr.Server, Name: pr.Name}
+		allowed = func(value string) policy.Decision { return g.decidePromptCompletion(c.Principal, pr, given, name, value) }
 	case *p.Ref.Type == "ref/resource" && p.Ref.URI != nil && p.Ref.Name == nil:
 		i := slices.IndexFunc(snap.Templates, func(t *catalog.Template) bool { return t.URITemplate == *p.Ref.URI })
 		if i < 0 {
@@ -88,10 +100,10 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 		}
 		t := snap.Templates[i]
 		ev.Resource, server, ref["uri"] = t.URITemplate, t.Server, t.URITemplate
-		if tpl, err := uritemplate.New(t.URITemplate); err == nil && slices.Contains(tpl.Varnames(), *p.Argument.Name) {
-			ev.Arguments = []string{*p.Argument.Name}
+		if slices.Contains(t.Varnames(), name) {
+			ev.Arguments = []string{name}
 		}
-		call = policy.Call{Kind: policy.KindResource, Qualified: t.Server + ":" + t.URITemplate, Server: t.Server, Name: t.URITemplate}
+		allowed = func(value string) policy.Decision { return g.decideTemplateCompletion(c.Principal, t, given, name, value) }
 	default:
 		return nil, ErrCompletionParams
 	}
@@ -104,19 +116,9 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 		return empty("unknown_reference")
 	}
 	ev.Server = server
-	// The caller must be granted what the reference names. A rule with a
-	// condition is decided on the arguments the client says it has
-	// already given (context.arguments), the only ones a completion has:
-	// a condition that needs any other fails, and so refuses.
-	d := g.policy.Decide(c.Principal.Policy(), call)
-	if d.NeedsArgs {
-		call.Args = map[string]any{}
-		if p.Context != nil {
-			for k, v := range p.Context.Arguments {
-				call.Args[k] = v
-			}
-		}
-		d = g.policy.Decide(c.Principal.Policy(), call)
+	d := allowed(*p.Argument.Value)
+	if d.Reason == reasonNotNormal {
+		return empty(reasonNotNormal)
 	}
 	ev.Rule = d.Rule
 	if !d.Allow {
@@ -131,9 +133,9 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 	if !offers {
 		return empty("no_completions")
 	}
-	body := map[string]any{"ref": ref, "argument": map[string]string{"name": *p.Argument.Name, "value": *p.Argument.Value}}
-	if p.Context != nil && p.Context.Arguments != nil {
-		body["context"] = map[string]any{"arguments": p.Context.Arguments}
+	body := map[string]any{"ref": ref, "argument": map[string]string{"name": name, "value": *p.Argument.Value}}
+	if given != nil {
+		body["context"] = map[string]any{"arguments": given}
 	}
 	params, err := json.Marshal(body, json.Deterministic(true))
 	if err != nil {
@@ -164,8 +166,76 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 		return nil, err
 	}
 	g.audit.Record(ev)
-	return out, nil
+	return keepAllowed(out, allowed), nil
 }
+
+// keepAllowed is a server's completion with only the values allowed
+// grants; when it drops any, the server's total no longer counts what is
+// relayed, and is dropped too.
+func keepAllowed(out []mcp.Completion, allowed func(string) policy.Decision) []mcp.Completion {
+	for i, c := range out {
+		kept := make([]string, 0, len(c.Values))
+		for _, v := range c.Values {
+			if allowed(v).Allow {
+				kept = append(kept, v)
+			}
+		}
+		if len(kept) != len(c.Values) {
+			c.Total = nil
+		}
+		c.Values = kept
+		out[i] = c
+	}
+	return out
+}
+
+// decidePromptCompletion decides p's completion of prompt pr's argument
+// name with value: by the prompt's rule, and when that rule has a
+// condition, on the arguments given with the value (which wins over a
+// given value of the same name), as a prompts/get of them would be. A
+// condition never reads a name the prompt does not declare: one given,
+// or completed, refuses.
+func (g *Gateway) decidePromptCompletion(p auth.Principal, pr *catalog.Prompt, given map[string]string, name, value string) policy.Decision {
+	call := policy.Call{Kind: policy.KindPrompt, Qualified: pr.Qualified, Server: pr.Server, Name: pr.Name}
+	d := g.policy.Decide(p.Policy(), call)
+	if !d.NeedsArgs {
+		return d
+	}
+	refuse := policy.Decision{Rule: d.Rule, Required: d.Required, Reason: policy.ReasonCondition}
+	call.Args = make(map[string]any, len(given)+1)
+	for k, v := range given {
+		if _, ok := pr.Argument(k); !ok {
+			return refuse
+		}
+		call.Args[k] = v
+	}
+	if _, ok := pr.Argument(name); !ok {
+		return refuse
+	}
+	call.Args[name] = value
+	return g.policy.Decide(p.Policy(), call)
+}
+
+// decideTemplateCompletion decides p's completion of template t's
+// variable name with value as a read of the URI the template makes of
+// the arguments given and the value: in normal form, and allowed by the
+// rule that would decide that read (decideRead). A read has no
+// arguments for a condition but its URI, so none of the caller's reach a
+// condition here either.
+func (g *Gateway) decideTemplateCompletion(p auth.Principal, t *catalog.Template, given map[string]string, name, value string) policy.Decision {
+	vars := make(map[string]string, len(given)+1)
+	maps.Copy(vars, given)
+	vars[name] = value
+	uri, err := t.Expand(vars)
+	if err != nil || catalog.NotNormal(uri) != "" {
+		return policy.Decision{Reason: reasonNotNormal}
+	}
+	return g.decideRead(p, t.Server, uri, true)
+}
+
+// reasonNotNormal is the reason of a completion refused because the URI
+// it would make is not in normal form (no rule decided it).
+const reasonNotNormal = "uri_not_normal"
 
 // maxCompletionValues is the spec's bound on one completion's values.
 const maxCompletionValues = 100

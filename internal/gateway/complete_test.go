@@ -140,6 +140,111 @@ func TestCompletionConditionOnArguments(t *testing.T) {
 	}
 }
 
+// startCompletingWith runs a gateway over one fixture server "docs" that
+// offers prompts and templates (raw JSON arrays) and answers every
+// completion with values, under rules.
+func startCompletingWith(t *testing.T, rules, prompts, templates string, values ...string) *Gateway {
+	t.Helper()
+	dir := t.TempDir()
+	pf, rf := filepath.Join(dir, "prompts.json"), filepath.Join(dir, "resources.json")
+	if err := os.WriteFile(pf, []byte(prompts), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rf, []byte(`{"resources":[],"resourceTemplates":`+templates+`}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := startDocs(t, rules, map[string]string{"FIXTURE_PROMPTS": pf, "FIXTURE_RESOURCES": rf, "FIXTURE_COMPLETIONS": strings.Join(values, ",")},
+		func(snap *catalog.Snapshot) bool { return len(snap.Prompts) > 0 && len(snap.Templates) > 0 })
+	return g
+}
+
+// completed is what a completion relays: its values, and whether it
+// kept the server's total.
+func completed(t *testing.T, g *Gateway, p auth.Principal, params string) (values []string, total bool) {
+	t.Helper()
+	res, err := g.Complete(t.Context(), CompletionRequest{Principal: p, Params: jsontext.Value(params)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res {
+		values = append(values, c.Values...)
+		total = total || c.Total != nil
+	}
+	return values, total
+}
+
+// TestCompletionOfATemplateIsARead: a template's completion is decided
+// as a read of the URI the arguments and the value typed make, and the
+// server's values are relayed only when their reads would be allowed:
+// a carve-out for a private directory holds against completion as it
+// does against reads, and no argument of the caller's (a forged "uri"
+// in context.arguments) reaches a condition that reads the URI.
+func TestCompletionOfATemplateIsARead(t *testing.T) {
+	g := startCompletingWith(t, `    - {id: private-docs, resources: ["docs:file:///srv/docs/private/*"], roles: [admin]}
+    - {id: docs, resources: ["docs:file:///srv/docs/*"], roles: ["*"]}
+    - {id: own-tenant, resources: ["docs:file:///srv/tenants/*"], roles: ["*"], when: "args.uri.startsWith('file:///srv/tenants/acme/')"}
+    - {id: prompts, prompts: ["*"], roles: ["*"]}
+`, `[{"name":"p"}]`, `[{"uriTemplate":"file:///srv/docs/{+path}","name":"docs"},{"uriTemplate":"file:///srv/tenants/{tenant}/{+path}","name":"tenants"}]`,
+		"private/salaries.md", "public/readme.md")
+	viewer := auth.Principal{Subject: "bob", Issuer: auth.IssuerStatic, Roles: []string{"viewer"}}
+	admin := auth.Principal{Subject: "alice", Issuer: auth.IssuerStatic, Roles: []string{"admin"}}
+	const docs = `{"ref":{"type":"ref/resource","uri":"file:///srv/docs/{+path}"},"argument":{"name":"path","value":%q}}`
+	const tenants = `{"ref":{"type":"ref/resource","uri":"file:///srv/tenants/{tenant}/{+path}"},"argument":{"name":"path","value":"pay"},"context":{"arguments":%s}}`
+	for _, tc := range []struct {
+		name   string
+		p      auth.Principal
+		params string
+		want   string
+		total  bool
+	}{
+		{"typing into the private directory", viewer, fmt.Sprintf(docs, "private/sal"), "[]", false},
+		{"the server's private values are dropped", viewer, fmt.Sprintf(docs, ""), "[public/readme.md]", false},
+		{"an admin gets every value", admin, fmt.Sprintf(docs, ""), "[private/salaries.md public/readme.md]", true},
+		{"a URI not in normal form", viewer, fmt.Sprintf(docs, "public/../private/"), "[]", false},
+		{"another tenant", viewer, fmt.Sprintf(tenants, `{"tenant":"globex"}`), "[]", false},
+		{"another tenant with a forged uri", viewer, fmt.Sprintf(tenants, `{"tenant":"globex","uri":"file:///srv/tenants/acme/"}`), "[]", false},
+		{"the caller's tenant", viewer, fmt.Sprintf(tenants, `{"tenant":"acme"}`), "[private/salaries.md public/readme.md]", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, total := completed(t, g, tc.p, tc.params)
+			if fmt.Sprint(got) != tc.want && !(tc.want == "[]" && got == nil) || total != tc.total {
+				t.Errorf("values %v (total kept: %v), want %s (%v)", got, total, tc.want, tc.total)
+			}
+		})
+	}
+}
+
+// TestCompletionConditionOnTheValue: a prompt rule's condition reads the
+// value typed with the arguments given (the value wins over a given one
+// of the same name), and each value the server offers is relayed only
+// when the condition holds for it; a name the prompt does not declare
+// never reaches a condition.
+func TestCompletionConditionOnTheValue(t *testing.T) {
+	g := startCompletingWith(t, `    - {id: acme-only, prompts: ["docs.tenant_report"], roles: ["*"], when: "args.tenant == 'acme'"}
+    - {id: reads, resources: ["docs:*"], roles: ["*"]}
+`, `[{"name":"tenant_report","arguments":[{"name":"tenant"},{"name":"month"}]}]`, `[{"uriTemplate":"file:///x/{y}","name":"x"}]`,
+		"acme", "globex")
+	p := auth.Principal{Subject: "bob", Issuer: auth.IssuerStatic, Roles: []string{"viewer"}}
+	const tenant = `{"ref":{"type":"ref/prompt","name":"docs.tenant_report"},"argument":{"name":"tenant","value":%q},"context":{"arguments":%s}}`
+	const month = `{"ref":{"type":"ref/prompt","name":"docs.tenant_report"},"argument":{"name":"month","value":"ja"},"context":{"arguments":%s}}`
+	for _, tc := range []struct {
+		name, params, want string
+	}{
+		{"another tenant typed, the right one given", fmt.Sprintf(tenant, "globex", `{"tenant":"acme"}`), "[]"},
+		{"the tenant typed: the server's other tenant is dropped", fmt.Sprintf(tenant, "acme", `{}`), "[acme]"},
+		{"another argument, the tenant given", fmt.Sprintf(month, `{"tenant":"acme"}`), "[acme globex]"},
+		{"another argument, another tenant given", fmt.Sprintf(month, `{"tenant":"globex"}`), "[]"},
+		{"a name the prompt does not declare", fmt.Sprintf(month, `{"tenant":"acme","uri":"x"}`), "[]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := completed(t, g, p, tc.params)
+			if fmt.Sprint(got) != tc.want && !(tc.want == "[]" && got == nil) {
+				t.Errorf("values %v, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestCompletionAuditNames: the audit names the argument being completed
 // only when the reference declares it; a name of the caller's own is its
 // text, and stays out, for known and unknown references alike.

@@ -35,6 +35,8 @@
 //	                   and its arguments (a prompt named bad-result answers
 //	                   with a message of role "system"); it also declares
 //	                   completions, answering two values named after it
+//	FIXTURE_COMPLETIONS  comma-separated values every completion/complete
+//	                   answers with instead, whatever was typed
 //	FIXTURE_RESOURCES  a file holding {"resources":[…],"resourceTemplates":[…]}:
 //	                   the server then declares resources, lists both (read
 //	                   again on every list) and answers resources/read of
@@ -315,9 +317,12 @@ func (s *server) handle(m msg) {
 			Argument struct{ Value string } `json:"argument"`
 		}
 		json.Unmarshal(m.Params, &p)
-		v1, _ := json.Marshal(p.Argument.Value + "-" + s.name + "-1")
-		v2, _ := json.Marshal(p.Argument.Value + "-" + s.name + "-2")
-		s.result(m.ID, fmt.Sprintf(`{"completion":{"values":[%s,%s],"total":2,"hasMore":false}}`, v1, v2))
+		values := []string{p.Argument.Value + "-" + s.name + "-1", p.Argument.Value + "-" + s.name + "-2"}
+		if v := os.Getenv("FIXTURE_COMPLETIONS"); v != "" {
+			values = strings.Split(v, ",")
+		}
+		enc, _ := json.Marshal(values)
+		s.result(m.ID, fmt.Sprintf(`{"completion":{"values":%s,"total":%d,"hasMore":false}}`, enc, len(values)))
 	case "resources/list", "resources/templates/list":
 		lists, err := s.readResources()
 		if err != nil {

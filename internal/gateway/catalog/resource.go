@@ -54,6 +54,19 @@ type Template struct {
 // Matches reports whether uri is an expansion of the template.
 func (t *Template) Matches(uri string) bool { return t.compiled.Match(uri) != nil }
 
+// Varnames are the template's variables, in order.
+func (t *Template) Varnames() []string { return t.compiled.Varnames() }
+
+// Expand is the URI the template makes of vars (RFC 6570); a variable
+// vars lacks expands to nothing.
+func (t *Template) Expand(vars map[string]string) (string, error) {
+	values := make(uritemplate.Values, len(vars))
+	for k, v := range vars {
+		values.Set(k, uritemplate.String(v))
+	}
+	return t.compiled.Expand(values)
+}
+
 // Shadowed is a resource or template an admitted server offers under a
 // URI (or template) that a server listed before it in the configuration
 // owns: it is not offered, and the evidence says so.
