@@ -369,12 +369,11 @@ func (t *httpTransport) send(ctx context.Context, out outgoing) error {
 func (t *httpTransport) readEvents(body io.Reader, id int64) error {
 	s := t.s
 	br := bufio.NewReaderSize(body, 64<<10)
-	var data bytes.Buffer
-	tooBig := false
+	ev := event{max: s.opts.MaxMessage}
 	for {
 		line, err := readLine(br, s.opts.MaxMessage)
 		if errors.Is(err, errLineTooLong) {
-			tooBig = true
+			ev.tooBig = true
 			continue
 		}
 		if err != nil {
@@ -385,25 +384,60 @@ func (t *httpTransport) readEvents(body io.Reader, id int64) error {
 		}
 		switch {
 		case len(line) == 0: // the end of an event
-			if tooBig || int64(data.Len()) > s.opts.MaxMessage {
+			msg, oversized := ev.end()
+			if oversized {
 				s.stats.Oversized.Add(1)
 				s.log.Warn("downstream event over the size cap; dropped", slog.Int64("max_message_bytes", s.opts.MaxMessage))
-			} else if data.Len() > 0 {
-				t.c.deliverOn(bytes.Clone(data.Bytes()), id)
+			} else if msg != nil {
+				t.c.deliverOn(msg, id)
 			}
-			data.Reset()
-			tooBig = false
 			if id != 0 && !t.c.pendingID(id) {
 				return nil // answered; the rest of the stream is not waited for
 			}
 		case bytes.HasPrefix(line, []byte("data:")):
-			if data.Len() > 0 {
-				data.WriteByte('\n')
-			}
-			data.Write(bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" ")))
+			ev.data(bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" ")))
 		}
 		// event:, id:, retry: and comments carry nothing the client uses.
 	}
+}
+
+// event gathers the data lines of one SSE event within max bytes. The
+// cap holds while the event grows, not only when it ends: an event of
+// many data lines that never ends would otherwise grow without bound.
+// Past the cap, the rest of the event is read and dropped.
+type event struct {
+	buf    bytes.Buffer
+	max    int64
+	tooBig bool
+}
+
+// data adds one data line's payload.
+func (e *event) data(payload []byte) {
+	if e.tooBig || int64(e.buf.Len()+1+len(payload)) > e.max {
+		e.tooBig = true
+		e.buf.Reset()
+		return
+	}
+	if e.buf.Len() > 0 {
+		e.buf.WriteByte('\n')
+	}
+	e.buf.Write(payload)
+}
+
+// end ends the event: its message (nil for an event without data), or
+// oversized when it went past the cap.
+func (e *event) end() (msg []byte, oversized bool) {
+	defer func() {
+		e.buf.Reset()
+		e.tooBig = false
+	}()
+	if e.tooBig {
+		return nil, true
+	}
+	if e.buf.Len() == 0 {
+		return nil, false
+	}
+	return bytes.Clone(e.buf.Bytes()), false
 }
 
 var errLineTooLong = errors.New("upstream: SSE line too long")

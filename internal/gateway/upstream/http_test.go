@@ -333,3 +333,28 @@ func TestHTTPListChanged(t *testing.T) {
 		}
 	}
 }
+
+// TestEventCap: an SSE event is held within the size cap while it grows,
+// whatever the number of data lines, and dropped whole when it goes past
+// it; the next event is read afresh.
+func TestEventCap(t *testing.T) {
+	ev := event{max: 1024}
+	line := bytes.Repeat([]byte("a"), 100)
+	for range 10_000 { // 1 MB of data lines in one event
+		ev.data(line)
+		if ev.buf.Len() > 1024 {
+			t.Fatalf("the event holds %d bytes, past the cap of 1024", ev.buf.Len())
+		}
+	}
+	if msg, oversized := ev.end(); msg != nil || !oversized {
+		t.Errorf("end of an oversized event = %q, %v", msg, oversized)
+	}
+	ev.data([]byte(`{"a":`))
+	ev.data([]byte(`1}`))
+	if msg, oversized := ev.end(); string(msg) != "{\"a\":\n1}" || oversized {
+		t.Errorf("the next event = %q, %v", msg, oversized)
+	}
+	if msg, oversized := ev.end(); msg != nil || oversized {
+		t.Errorf("an event without data = %q, %v", msg, oversized)
+	}
+}
