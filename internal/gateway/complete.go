@@ -92,7 +92,9 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 		if _, ok := pr.Argument(name); ok {
 			ev.Arguments = []string{name}
 		}
-		allowed = func(value string) policy.Decision { return g.decidePromptCompletion(c.Principal, pr, given, name, value) }
+		allowed = func(value string) policy.Decision {
+			return g.decidePromptCompletion(c.Principal, pr, given, name, value)
+		}
 	case *p.Ref.Type == "ref/resource" && p.Ref.URI != nil && p.Ref.Name == nil:
 		i := slices.IndexFunc(snap.Templates, func(t *catalog.Template) bool { return t.URITemplate == *p.Ref.URI })
 		if i < 0 {
@@ -103,7 +105,9 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 		if slices.Contains(t.Varnames(), name) {
 			ev.Arguments = []string{name}
 		}
-		allowed = func(value string) policy.Decision { return g.decideTemplateCompletion(c.Principal, t, given, name, value) }
+		allowed = func(value string) policy.Decision {
+			return g.decideTemplateCompletion(c.Principal, t, given, name, value)
+		}
 	default:
 		return nil, ErrCompletionParams
 	}
