@@ -171,6 +171,7 @@ func (g *Gateway) Downstreams() []metrics.Downstream {
 		d := metrics.Downstream{Server: st.Name, Up: st.Connected, Tools: st.Tools, Restarts: st.Restarts}
 		if st.Stats != nil {
 			d.Garbage, d.Oversized, d.Unexpected = st.Stats.Garbage.Load(), st.Stats.Oversized.Load(), st.Stats.Unexpected.Load()
+			d.QueueFull, d.Refused = st.Stats.Dropped.Load(), st.Stats.Refused.Load()
 		}
 		out = append(out, d)
 	}

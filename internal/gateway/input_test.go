@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/mcp-bastion/bastion/internal/gateway/audit"
+	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
 	"github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
@@ -201,5 +203,25 @@ func TestRelayAnswerSanitized(t *testing.T) {
 		case !tc.ok && (err == nil || res != nil || strings.Contains(err.Message, "txt.exe")):
 			t.Errorf("%s was relayed: %s %v", tc.answer, res, err)
 		}
+	}
+}
+
+// TestRelayRefusalsAuditedOnce: a server that repeats a request its
+// caller cannot be asked is refused each time, and audited once per
+// method and reason of the call, so it cannot flood the decision log.
+func TestRelayRefusalsAuditedOnce(t *testing.T) {
+	buf := &syncBuffer{}
+	g := &Gateway{audit: audit.New(buf)}
+	ask := g.relayRequests(Call{RequestID: "r1", Principal: auth.Principal{Subject: "bob", Issuer: auth.IssuerStatic}},
+		&catalog.Tool{Qualified: "fx.t", Server: "fx", Name: "t"})
+	for range 100 {
+		for _, method := range []string{"sampling/createMessage", "roots/list"} {
+			if _, err := ask(t.Context(), method, jsontext.Value(`{}`)); err == nil || err.Code != jsonrpc.CodeMethodNotFound {
+				t.Fatalf("%s was not refused: %v", method, err)
+			}
+		}
+	}
+	if n := strings.Count(buf.String(), `"outcome":"deny","reason":"capability_not_declared"`); n != 2 {
+		t.Errorf("%d refusals audited, want one per method:\n%s", n, buf.String())
 	}
 }

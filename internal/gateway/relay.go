@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"sync"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -141,21 +142,38 @@ func (caps ClientCapabilities) declares(method string, params jsontext.Value) (b
 // while it serves c (decision 24): relayed to the calling client only,
 // and only when that client declared the capability; refused to the
 // downstream (-32601) otherwise. Each is audited by method and tool,
-// never by its content.
+// never by its content; a refusal the call already had for the same
+// method and reason is not audited again, so that a server repeating a
+// refused request cannot flood the decision log (each relayed one is
+// audited: its caller answers it).
 func (g *Gateway) relayRequests(c Call, t *catalog.Tool) func(context.Context, string, jsontext.Value) (jsontext.Value, *jsonrpc.Error) {
+	var (
+		mu      sync.Mutex
+		refused = map[[2]string]bool{}
+	)
+	refuse := func(ev audit.Event) {
+		key := [2]string{ev.Method, ev.Reason}
+		mu.Lock()
+		again := refused[key]
+		refused[key] = true
+		mu.Unlock()
+		if !again {
+			g.audit.Record(ev)
+		}
+	}
 	return func(ctx context.Context, method string, params jsontext.Value) (jsontext.Value, *jsonrpc.Error) {
 		ev := audit.Event{RequestID: c.RequestID, Subject: c.Principal.Subject, Issuer: c.Principal.Issuer, Roles: c.Principal.Roles,
 			Method: method, Tool: t.Qualified, Server: t.Server}
 		declared, capability := c.ClientCapabilities.declares(method, params)
 		if c.ClientRequests == nil || !declared {
 			ev.Outcome, ev.Reason, ev.Code = audit.Deny, "capability_not_declared", jsonrpc.CodeMethodNotFound
-			g.audit.Record(ev)
+			refuse(ev)
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
 				Message: "Method not found: the calling client did not declare " + capability + ", or cannot be asked"}
 		}
 		if len(params) > 0 && params.Kind() != '{' {
 			ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "params", jsonrpc.CodeInvalidParams
-			g.audit.Record(ev)
+			refuse(ev)
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: params must be an object"}
 		}
 		res, rerr := c.ClientRequests(ctx, method, params)

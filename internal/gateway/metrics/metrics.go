@@ -52,6 +52,8 @@ type Downstream struct {
 	Garbage    int64
 	Oversized  int64
 	Unexpected int64
+	QueueFull  int64
+	Refused    int64
 }
 
 // latency buckets: from well under a millisecond (the gateway's own
@@ -218,7 +220,7 @@ var (
 	restartsDesc = prometheus.NewDesc("bastion_gateway_downstream_restarts_total",
 		"Restarts (stdio) or re-initializations (HTTP) of the server's connection.", []string{"server"}, nil)
 	droppedDesc = prometheus.NewDesc("bastion_gateway_downstream_dropped_messages_total",
-		"Messages from the server that were dropped, by reason: garbage (not JSON-RPC), oversized, unexpected (a response to no call in flight).",
+		"Messages from the server that were dropped, by reason: garbage (not JSON-RPC), oversized, unexpected (a response to no call in flight), queue_full (a progress or log message for a caller that is not reading), too_many_requests (a request past the bound of one call's requests in flight, refused).",
 		[]string{"server", "reason"}, nil)
 )
 
@@ -244,5 +246,7 @@ func (c *downstreamCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(d.Garbage), d.Server, "garbage")
 		ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(d.Oversized), d.Server, "oversized")
 		ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(d.Unexpected), d.Server, "unexpected")
+		ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(d.QueueFull), d.Server, "queue_full")
+		ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(d.Refused), d.Server, "too_many_requests")
 	}
 }

@@ -94,6 +94,7 @@ type Stats struct {
 	Oversized  atomic.Int64 // messages over the size cap
 	Unexpected atomic.Int64 // responses to no call in flight: late, duplicate or misaddressed
 	Dropped    atomic.Int64 // progress and log messages for a caller whose queue was full
+	Refused    atomic.Int64 // requests of the server past the bound of one call's requests in flight
 }
 
 // outgoing is one message for a transport to carry.
@@ -209,11 +210,28 @@ type pendingCall struct {
 	// relay hands progress and messages to the caller, nil when the call
 	// takes neither.
 	relay *relay
+	// asking counts the server's requests of this call being relayed;
+	// flooded is set once the call went past maxAsksPerCall.
+	asking  atomic.Int32
+	flooded atomic.Bool
 }
 
-// relayQueueLen bounds the progress notifications and log messages that
-// wait for one call's caller.
-const relayQueueLen = 256
+// maxAsksPerCall bounds the server's requests of one call that are
+// relayed at once (each waits on a goroutine for the caller's answer):
+// past it a request is refused at once, on the goroutine that reads the
+// server, so that a server flooding requests slows only itself.
+const maxAsksPerCall = 16
+
+// relayQueueLen and relayQueueBytes bound the progress notifications and
+// log messages that wait for one call's caller, by number and by their
+// params' bytes: a downstream may send messages up to
+// limits.downstream_message each, and a count alone would let one call
+// hold hundreds of them. A queue with nothing waiting takes one message
+// of any size.
+const (
+	relayQueueLen   = 256
+	relayQueueBytes = 1 << 20
+)
 
 // relay hands one call's progress and log messages to its caller on a
 // goroutine of its own, through a bounded queue: the goroutine that reads
@@ -221,9 +239,12 @@ const relayQueueLen = 256
 // for a caller (a client that stops reading its event stream would stall
 // them all). Past the bound they are dropped.
 type relay struct {
-	ch   chan func()
+	ch   chan queued
 	stop chan struct{}
 	done chan struct{}
+	// bytes is what the queue holds, the message being handed over
+	// included.
+	bytes atomic.Int64
 	// over is set when the call has returned: nothing queued runs after,
 	// and what is skipped is counted in dropped.
 	over    atomic.Bool
@@ -236,8 +257,15 @@ type relay struct {
 // call's deadline.
 const relayDrain = 500 * time.Millisecond
 
+// queued is one message waiting for its caller: what hands it over, and
+// its size.
+type queued struct {
+	f func()
+	n int64
+}
+
 func startRelay(dropped *atomic.Int64) *relay {
-	r := &relay{ch: make(chan func(), relayQueueLen), stop: make(chan struct{}), done: make(chan struct{}), dropped: dropped}
+	r := &relay{ch: make(chan queued, relayQueueLen), stop: make(chan struct{}), done: make(chan struct{}), dropped: dropped}
 	go r.run()
 	return r
 }
@@ -246,13 +274,13 @@ func (r *relay) run() {
 	defer close(r.done)
 	for {
 		select {
-		case f := <-r.ch:
-			r.run1(f)
+		case q := <-r.ch:
+			r.run1(q)
 		case <-r.stop:
 			for { // what came before the call ended goes first
 				select {
-				case f := <-r.ch:
-					r.run1(f)
+				case q := <-r.ch:
+					r.run1(q)
 				default:
 					return
 				}
@@ -261,21 +289,28 @@ func (r *relay) run() {
 	}
 }
 
-// run1 runs f, unless the call has returned.
-func (r *relay) run1(f func()) {
+// run1 hands q over, unless the call has returned.
+func (r *relay) run1(q queued) {
+	defer r.bytes.Add(-q.n)
 	if r.over.Load() {
 		r.dropped.Add(1)
 		return
 	}
-	f()
+	q.f()
 }
 
-// post queues f without waiting; false when the queue is full.
-func (r *relay) post(f func()) bool {
+// post queues f, which hands over a message of n bytes, without waiting;
+// false when the queue is full by number or by bytes.
+func (r *relay) post(n int64, f func()) bool {
+	if held := r.bytes.Add(n); held != n && held > relayQueueBytes {
+		r.bytes.Add(-n)
+		return false
+	}
 	select {
-	case r.ch <- f:
+	case r.ch <- queued{f: f, n: n}:
 		return true
 	default:
+		r.bytes.Add(-n)
 		return false
 	}
 }
@@ -297,9 +332,10 @@ func (r *relay) finish(ctx context.Context) {
 	r.over.Store(true)
 }
 
-// toCaller queues f for p's caller, counting and logging what is dropped.
-func (c *Client) toCaller(p *pendingCall, what string, f func()) {
-	if !p.relay.post(f) {
+// toCaller queues f, which hands a message of n bytes to p's caller,
+// counting and logging what is dropped.
+func (c *Client) toCaller(p *pendingCall, what string, n int, f func()) {
+	if !p.relay.post(int64(n), f) {
 		c.stats.Dropped.Add(1)
 		c.log.Debug("dropped a downstream message for a caller that is not reading", slog.String("what", what))
 	}
@@ -686,7 +722,7 @@ func (c *Client) notification(m *jsonrpc.Message, stream int64) {
 		}
 		params, err := replaceProgressToken(m.Params, p.token)
 		if err == nil {
-			c.toCaller(p, "progress", func() { p.progress(params) })
+			c.toCaller(p, "progress", len(params), func() { p.progress(params) })
 		}
 		return
 	}
@@ -697,7 +733,7 @@ func (c *Client) notification(m *jsonrpc.Message, stream int64) {
 	if m.Method == "notifications/message" {
 		if p := c.caller(stream); p != nil && p.messages != nil {
 			params := m.Params
-			c.toCaller(p, "log message", func() { p.messages(params) })
+			c.toCaller(p, "log message", len(params), func() { p.messages(params) })
 		}
 	}
 	if c.notify != nil {
@@ -770,7 +806,19 @@ func (c *Client) request(m *jsonrpc.Message, stream int64) {
 		return
 	}
 	id, params := m.ID, m.Params
+	if p.asking.Add(1) > maxAsksPerCall {
+		p.asking.Add(-1)
+		c.stats.Refused.Add(1)
+		if p.flooded.CompareAndSwap(false, true) {
+			c.log.Warn("downstream sent more requests in one call than the gateway relays at once; refusing the rest",
+				slog.Int("max_in_flight", maxAsksPerCall))
+		}
+		answer(jsonrpc.AppendError(nil, jsonrpc.NewError(id, jsonrpc.CodeInternalError,
+			"Internal error: too many requests of one call in flight to its client")))
+		return
+	}
 	go func() {
+		defer p.asking.Add(-1)
 		res, rerr := p.requests(p.ctx, m.Method, params)
 		if rerr != nil {
 			e := *rerr

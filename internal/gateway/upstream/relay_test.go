@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -196,4 +197,83 @@ func TestProgressBeforeAnswer(t *testing.T) {
 	if len(got) != 10 || got[0] != "progress" || got[9] != "message" {
 		t.Errorf("before the answer the caller got %v", got)
 	}
+}
+
+// TestRelayQueueBytes: what waits for a caller that does not read is
+// bounded by bytes as well as by number, so large progress or log
+// messages cannot pile up hundreds deep; a queue with nothing waiting
+// still takes one message of any size.
+func TestRelayQueueBytes(t *testing.T) {
+	var dropped atomic.Int64
+	r := startRelay(&dropped)
+	stuck := make(chan struct{})
+	const size = 256 << 10
+	taken := 0
+	for range relayQueueLen {
+		if r.post(size, func() { <-stuck }) {
+			taken++
+		}
+	}
+	if taken < 1 || taken > relayQueueBytes/size {
+		t.Errorf("the queue took %d messages of %d bytes; its bound is %d bytes", taken, size, relayQueueBytes)
+	}
+	close(stuck)
+	r.finish(t.Context())
+	big := startRelay(&dropped)
+	ran := make(chan struct{})
+	if !big.post(4*relayQueueBytes, func() { close(ran) }) {
+		t.Error("an empty queue refused one message over the byte bound")
+	}
+	<-ran
+	big.finish(t.Context())
+}
+
+// TestRequestFloodBounded: a server's requests of one call are relayed
+// at most maxAsksPerCall at a time; the rest are refused at once, to the
+// server, and counted, so that a server flooding requests holds no
+// goroutine and no caller's attention for each.
+func TestRequestFloodBounded(t *testing.T) {
+	tr := &fuzzTransport{requests: make(chan outgoing, 1)}
+	stats := &Stats{}
+	c := newClient("fx", tr, slog.New(slog.DiscardHandler), stats, nil)
+	var asking, most atomic.Int32
+	release := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = c.roundTrip(ctx, "tools/call", []byte(`{"name":"a"}`), nil, CallOptions{
+			Requests: func(context.Context, string, jsontext.Value) (jsontext.Value, *jsonrpc.Error) {
+				n := asking.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				<-release
+				asking.Add(-1)
+				return jsontext.Value(`{}`), nil
+			}})
+	}()
+	<-tr.requests
+	const flood = 200
+	for i := range flood {
+		c.deliver([]byte(`{"jsonrpc":"2.0","id":"s` + strconv.Itoa(i) + `","method":"roots/list"}`))
+	}
+	if got := stats.Refused.Load(); got != flood-maxAsksPerCall {
+		t.Errorf("Refused = %d, want %d", got, flood-maxAsksPerCall)
+	}
+	refused := 0
+	for _, out := range tr.sent() {
+		if strings.Contains(string(out.msg), `"code":-32603`) {
+			refused++
+		}
+	}
+	if refused != flood-maxAsksPerCall {
+		t.Errorf("%d requests were refused to the server, want %d", refused, flood-maxAsksPerCall)
+	}
+	close(release)
+	eventually(func() bool { return len(tr.sent()) == flood })
+	if m := most.Load(); m > maxAsksPerCall {
+		t.Errorf("%d requests of one call were relayed at once, past the bound of %d", m, maxAsksPerCall)
+	}
+	cancel()
+	<-done
 }
