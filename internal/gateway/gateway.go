@@ -190,7 +190,7 @@ func (g *Gateway) Start() {
 			d.conn = upstream.StartStdio(upstream.StdioOptions{
 				Name: d.name, Command: d.cfg.Command, Env: d.cfg.Env, Dir: d.cfg.Dir,
 				MaxMessage: int(g.cfg.Limits.DownstreamMessage), Logger: g.log,
-				OnNotify: d.notification, OnState: d.state, Legacy: d.cfg.Protocol == "legacy",
+				OnNotify: d.notification, OnState: d.state, OnConnect: d.connect, Legacy: d.cfg.Protocol == "legacy",
 			})
 			close(d.started)
 			continue
@@ -198,7 +198,7 @@ func (g *Gateway) Start() {
 		d.conn = upstream.NewHTTP(upstream.HTTPOptions{
 			Name: d.name, URL: d.cfg.URL, Headers: d.cfg.Headers,
 			MaxMessage: int64(g.cfg.Limits.DownstreamMessage), Logger: g.log,
-			OnNotify: d.notification, OnState: d.state, Legacy: d.cfg.Protocol == "legacy",
+			OnNotify: d.notification, OnState: d.state, OnConnect: d.connect, Legacy: d.cfg.Protocol == "legacy",
 		})
 		close(d.started)
 	}
@@ -372,35 +372,41 @@ func (g *Gateway) Status() []ServerStatus {
 	return out
 }
 
+// connect hears of a new connection before any call can reach it. A
+// server that came back as another one must not be called under the old
+// approvals, not even while its list is walked again: its last lists
+// are judged at once under the new identity, which quarantines them,
+// before the connection is made the one calls go to.
+func (d *downstream) connect(c *upstream.Client) {
+	<-d.started
+	info, ok := c.Info()
+	if !ok {
+		return
+	}
+	before := d.catalogServer().Identity
+	d.mu.Lock()
+	d.info = info
+	d.mu.Unlock()
+	if d.catalogServer().Identity == before {
+		return
+	}
+	d.judgeMu.Lock()
+	defer d.judgeMu.Unlock()
+	if d.lastTools != nil {
+		if err := d.g.catalog.Update(d.catalogServer(), d.lastTools); err != nil {
+			d.lastTools = nil
+		}
+	}
+	d.rejudgeOthers()
+}
+
 // state hears of the downstream's connection: a new connection is listed
 // anew. While a server reconnects its tools stay listed, and calls to them
 // fail as the server being unavailable; a server shut down is removed.
-func (d *downstream) state(s upstream.State, c *upstream.Client) {
+func (d *downstream) state(s upstream.State, _ *upstream.Client) {
 	<-d.started
 	switch s {
 	case upstream.Connected:
-		if c != nil {
-			if info, ok := c.Info(); ok {
-				before := d.catalogServer().Identity
-				d.mu.Lock()
-				d.info = info
-				d.mu.Unlock()
-				// A server that came back as another one must not be
-				// called under the old approvals while its list is walked
-				// again: its last list is judged at once under the new
-				// identity, which quarantines it.
-				if d.catalogServer().Identity != before {
-					d.judgeMu.Lock()
-					if d.lastTools != nil {
-						if err := d.g.catalog.Update(d.catalogServer(), d.lastTools); err != nil {
-							d.lastTools = nil
-						}
-					}
-					d.rejudgeOthers()
-					d.judgeMu.Unlock()
-				}
-			}
-		}
 		d.discover()
 		// A new process, or a new session, holds none of the
 		// subscriptions the gateway keeps for its subscribers.

@@ -338,6 +338,15 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, from *res
 		// A 2026-07-28 server asks only a client that declares it can
 		// answer: what the gateway can ask this caller.
 		ClientCapabilities: capabilitiesOf(c),
+		// The server may have come back as another one (or changed the
+		// tool) while the call waited: it is sent only while the pin it
+		// was decided under still holds.
+		Current: func() error {
+			if cur, ok := g.catalog.Snapshot().Lookup(t.Public); ok && cur.Server == t.Server && cur.Digest == t.Digest {
+				return nil
+			}
+			return unknownTool(t.Qualified)
+		},
 	}
 	// took is the downstream's own time, however the call ends: not the
 	// caller's, while it answers a round of input.
@@ -619,10 +628,15 @@ func callParams(t *catalog.Tool, args jsontext.Value) ([]byte, error) {
 // callError maps what became of a downstream call to the caller's answer.
 // server is the downstream, name the qualified name of what was called.
 func (g *Gateway) callError(ctx, dctx context.Context, log callLog, server, name string, err error) error {
-	var rpcErr *upstream.RPCError
+	var (
+		rpcErr *upstream.RPCError
+		gwErr  *Error
+	)
 	switch {
 	case ctx.Err() != nil:
 		return context.Cause(ctx) // the caller went away: no answer
+	case errors.As(err, &gwErr):
+		return gwErr // the gateway's own answer (CallOptions.Current)
 	case context.Cause(dctx) == errCallTimeout:
 		log.Warn("downstream call timed out", slog.String("server", server), slog.String("name", name))
 		return badGateway(server, "the server did not answer in time", true)

@@ -227,6 +227,13 @@ func (g *Gateway) getPrompt(ctx context.Context, c PromptGet, p *catalog.Prompt,
 	raw, err := d.conn.Call(dctx, "prompts/get", params, upstream.CallOptions{
 		Name:     p.Name,
 		Identity: identityOf(c.Principal, c.RequestID),
+		// Sent only while the pin it was decided under holds (see Invoke).
+		Current: func() error {
+			if cur, ok := g.catalog.Snapshot().LookupPrompt(p.Public); ok && cur.Server == p.Server && cur.Digest == p.Digest {
+				return nil
+			}
+			return unknownPrompt(p.Public)
+		},
 	})
 	took := time.Since(start)
 	if err != nil {

@@ -218,6 +218,15 @@ func (g *Gateway) readResource(ctx context.Context, c ResourceRead, server strin
 	raw, err := d.conn.Call(dctx, "resources/read", params, upstream.CallOptions{
 		Name:     c.URI,
 		Identity: identityOf(c.Principal, c.RequestID),
+		// Sent only while the URI still routes to the server it was
+		// decided for (see Invoke): a server that came back as another
+		// one is quarantined, and serves nothing.
+		Current: func() error {
+			if r, t := g.catalog.Snapshot().Route(c.URI); (r != nil && r.Server == server) || (r == nil && t != nil && t.Server == server) {
+				return nil
+			}
+			return resourceNotFound(c.URI)
+		},
 	})
 	took := time.Since(start)
 	if err != nil {

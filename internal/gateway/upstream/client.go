@@ -167,6 +167,12 @@ type CallOptions struct {
 	// can ask its caller for (an input_required round). Unset, it
 	// declares none.
 	ClientCapabilities jsontext.Value
+	// Current, when set, is asked once the connection the request will
+	// go to is chosen and before the request is sent; an error fails the
+	// request unsent. A connection is chosen only after its owner heard
+	// of it (OnConnect), so Current reads what the owner judged of the
+	// server the request would reach (that its pin still holds).
+	Current func() error
 }
 
 // Relayed server-to-client requests.

@@ -17,6 +17,8 @@ type conn struct {
 	restarts int
 	stats    Stats
 	onState  func(State, *Client)
+	// onConnect hears of a new connection before any call can use it.
+	onConnect func(*Client)
 }
 
 // Client returns the connected client, or ErrUnavailable.
@@ -52,11 +54,22 @@ func (s *conn) Call(ctx context.Context, method string, params []byte, opts Call
 	if err != nil {
 		return nil, err
 	}
+	if opts.Current != nil {
+		if err := opts.Current(); err != nil {
+			return nil, err
+		}
+	}
 	return c.Call(ctx, method, params, opts)
 }
 
-// setState records a change of state and tells the owner.
+// setState records a change of state and tells the owner. A new
+// connection is first handed to onConnect, and only then made the one
+// calls go to: what its owner must judge of the server it now is (its
+// identity) is judged before any call reaches it.
 func (s *conn) setState(st State, c *Client) {
+	if st == Connected && s.onConnect != nil {
+		s.onConnect(c)
+	}
 	s.mu.Lock()
 	if st == Connected {
 		s.client = c

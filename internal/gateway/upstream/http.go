@@ -34,6 +34,10 @@ type HTTPOptions struct {
 	Logger     *slog.Logger
 	OnNotify   func(Notification)
 	OnState    func(State, *Client)
+	// OnConnect is handed each new connection's client after its
+	// handshake and before any call can use it (calls fail as the server
+	// being unavailable until it returns).
+	OnConnect func(*Client)
 	// Client, when set, replaces the HTTP client (tests); it must not
 	// follow redirects.
 	Client *http.Client
@@ -89,7 +93,7 @@ func NewHTTP(opts HTTPOptions) *HTTPServer {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	s := &HTTPServer{opts: opts, log: log.With(slog.String("server", opts.Name)), http: hc, conn: conn{onState: opts.OnState},
+	s := &HTTPServer{opts: opts, log: log.With(slog.String("server", opts.Name)), http: hc, conn: conn{onState: opts.OnState, onConnect: opts.OnConnect},
 		expired: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go s.supervise()
 	return s

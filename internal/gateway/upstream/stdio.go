@@ -90,6 +90,10 @@ type StdioOptions struct {
 	// OnState is told of every change of state, with the new client on
 	// Connected.
 	OnState func(State, *Client)
+	// OnConnect is handed each new connection's client after its
+	// handshake and before any call can use it (calls fail as the server
+	// being unavailable until it returns).
+	OnConnect func(*Client)
 }
 
 // StdioServer supervises one child MCP server: it starts it, handshakes,
@@ -122,7 +126,7 @@ func StartStdio(opts StdioOptions) *StdioServer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &StdioServer{opts: opts, log: log.With(slog.String("server", opts.Name)), conn: conn{onState: opts.OnState},
+	s := &StdioServer{opts: opts, log: log.With(slog.String("server", opts.Name)), conn: conn{onState: opts.OnState, onConnect: opts.OnConnect},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go s.supervise()
 	return s
