@@ -95,6 +95,8 @@ type Stats struct {
 	Unexpected atomic.Int64 // responses to no call in flight: late, duplicate or misaddressed
 	Dropped    atomic.Int64 // progress and log messages for a caller whose queue was full
 	Refused    atomic.Int64 // requests of the server past the bound of one call's requests in flight
+
+	noise noise // the warnings about what the server sends, bounded
 }
 
 // outgoing is one message for a transport to carry.
@@ -665,7 +667,7 @@ func (c *Client) deliverOn(frame []byte, stream int64) {
 	for _, it := range f.Items {
 		if it.Err != nil {
 			c.stats.Garbage.Add(1)
-			c.log.Warn("downstream sent something that is not a JSON-RPC message", slog.String("reason", truncate(it.Err.Message, 120)))
+			c.stats.noise.warn(c.log, "downstream sent something that is not a JSON-RPC message", slog.String("reason", truncate(it.Err.Message, 120)))
 			continue
 		}
 		switch m := it.Msg; m.Kind {

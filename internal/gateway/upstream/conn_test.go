@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 )
 
@@ -40,5 +41,37 @@ func TestCurrentFailsUnsent(t *testing.T) {
 	}
 	if len(tr.requests) != 0 {
 		t.Error("the request was sent")
+	}
+}
+
+// countingHandler counts the records logged at warn.
+type countingHandler struct {
+	slog.Handler
+	n *atomic.Int64
+}
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn {
+		h.n.Add(1)
+	}
+	return nil
+}
+
+// TestGarbageWarningsBounded: a downstream writing junk lines as fast as
+// it can makes the gateway log a bounded number of warnings (the rest
+// counted), never one line of log per line of junk.
+func TestGarbageWarningsBounded(t *testing.T) {
+	var warned atomic.Int64
+	stats := &Stats{}
+	c := newClient("fx", &fuzzTransport{requests: make(chan outgoing, 1)}, slog.New(countingHandler{slog.DiscardHandler, &warned}), stats, nil)
+	for range 10_000 {
+		c.deliver([]byte("x"))
+	}
+	if stats.Garbage.Load() != 10_000 {
+		t.Errorf("Garbage = %d", stats.Garbage.Load())
+	}
+	if n := warned.Load(); n > stderrBurst+1 {
+		t.Errorf("%d warnings logged for 10,000 junk lines; the bound is %d a window", n, stderrBurst)
 	}
 }

@@ -353,7 +353,7 @@ func (t *httpTransport) send(ctx context.Context, out outgoing) error {
 		}
 		if int64(len(body)) > s.opts.MaxMessage {
 			s.stats.Oversized.Add(1)
-			s.log.Warn("downstream response over the size cap; dropped", slog.Int64("max_message_bytes", s.opts.MaxMessage))
+			s.stats.noise.warn(s.log, "downstream response over the size cap; dropped", slog.Int64("max_message_bytes", s.opts.MaxMessage))
 			return fmt.Errorf("upstream: the downstream's response is larger than %d bytes", s.opts.MaxMessage)
 		}
 		t.c.deliverOn(body, out.id)
@@ -391,7 +391,7 @@ func (t *httpTransport) readEvents(body io.Reader, id int64) error {
 			msg, oversized := ev.end()
 			if oversized {
 				s.stats.Oversized.Add(1)
-				s.log.Warn("downstream event over the size cap; dropped", slog.Int64("max_message_bytes", s.opts.MaxMessage))
+				s.stats.noise.warn(s.log, "downstream event over the size cap; dropped", slog.Int64("max_message_bytes", s.opts.MaxMessage))
 			} else if msg != nil {
 				t.c.deliverOn(msg, id)
 			}
