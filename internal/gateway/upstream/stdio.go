@@ -33,6 +33,11 @@ var (
 	// cancelSendTimeout bounds sending a notifications/cancelled or an
 	// answer to a downstream request.
 	cancelSendTimeout = 2 * time.Second
+	// stderrGrace is how long a child's stderr may stay open once its
+	// stdout has ended: a grandchild that left the process group can
+	// hold it for as long as it lives, and the child is only known to
+	// have exited once Wait, which closes it, returns.
+	stderrGrace = time.Second
 )
 
 // State is a downstream's connection state.
@@ -209,9 +214,13 @@ func (s *StdioServer) runOnce() (stopped bool) {
 		s.read(ch.conn, c)
 	}()
 	go func() {
-		// Wait closes the pipes, so it must wait for their readers.
+		// Wait closes the pipes, so it must wait for their readers: for
+		// stdout, always; for stderr, as long as stderrGrace.
 		<-ch.readDone
-		<-ch.stderrDone
+		select {
+		case <-ch.stderrDone:
+		case <-time.After(stderrGrace):
+		}
 		ch.waitErr = ch.cmd.Wait()
 		close(ch.exited)
 	}()
@@ -222,6 +231,15 @@ func (s *StdioServer) runOnce() (stopped bool) {
 	var hsErr error
 	select {
 	case hsErr = <-hsDone:
+	case <-ch.readDone:
+		// The child ended (or closed its output) before its handshake:
+		// said as that, at once, not as the handshake's timeout.
+		cancel()
+		c.Fail(ErrConnectionLost)
+		<-hsDone
+		s.ended(ch, "downstream exited before its handshake", "downstream closed its output before its handshake; stopping it", 0)
+		s.setState(Failed, nil)
+		return false
 	case <-s.stop:
 		cancel()
 		<-hsDone
@@ -256,22 +274,29 @@ func (s *StdioServer) runOnce() (stopped bool) {
 		s.setState(Connecting, nil)
 		n := c.InFlight()
 		c.Fail(ErrConnectionLost)
-		select {
-		case <-ch.exited:
-			s.log.Warn("downstream exited", slog.String("status", exitStatus(ch.waitErr)), slog.Int("calls_failed", n))
-			ctx, cancel := context.WithTimeout(context.Background(), s.opts.StopGrace)
-			_ = ch.conn.Shutdown(ctx) // the writer ends on the closed pipe
-			cancel()
-		case <-time.After(100 * time.Millisecond):
-			s.log.Warn("downstream closed its output; stopping it", slog.Int("calls_failed", n))
-			s.shutdown(ch)
-		}
+		s.ended(ch, "downstream exited", "downstream closed its output; stopping it", n)
 		return false
 	case <-s.stop:
 		s.setState(Closed, nil)
 		c.Fail(ErrClosed)
 		s.shutdown(ch)
 		return true
+	}
+}
+
+// ended settles a child whose output has ended: it exited (logged as
+// exited, with its status), or it closed its output and can no longer
+// answer (logged as closed, and stopped). n is the calls it failed.
+func (s *StdioServer) ended(ch *child, exited, closed string, n int) {
+	select {
+	case <-ch.exited:
+		s.log.Warn(exited, slog.String("status", exitStatus(ch.waitErr)), slog.Int("calls_failed", n))
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.StopGrace)
+		_ = ch.conn.Shutdown(ctx) // the writer ends on the closed pipe
+		cancel()
+	case <-time.After(stderrGrace + 100*time.Millisecond):
+		s.log.Warn(closed, slog.Int("calls_failed", n))
+		s.shutdown(ch)
 	}
 }
 
@@ -321,7 +346,7 @@ func (s *StdioServer) read(conn *wire.Conn, c *Client) {
 		switch {
 		case errors.As(err, &tooLarge):
 			s.stats.Oversized.Add(1)
-			s.log.Warn("downstream sent a message over the size cap; dropped", slog.Int("max_message_bytes", tooLarge.Limit))
+			s.stats.noise.warn(s.log, "downstream sent a message over the size cap; dropped", slog.Int("max_message_bytes", tooLarge.Limit))
 			continue
 		case err != nil:
 			return

@@ -424,3 +424,33 @@ func TestCallUnavailable(t *testing.T) {
 		t.Fatalf("Call = %v, want ErrUnavailable", err)
 	}
 }
+
+// TestExitBeforeHandshake: a server that exits at once is reported as
+// having exited, with its status, as soon as it does (not as its
+// handshake's timeout), and is restarted; so is one whose grandchild,
+// in a session of its own, keeps its stderr open after it died.
+func TestExitBeforeHandshake(t *testing.T) {
+	for name, script := range map[string]string{
+		"exits":                        "echo going >&2; exit 3",
+		"a grandchild holds its stderr": "setsid sleep 3 </dev/null >/dev/null & echo going >&2; exit 3",
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := startServer(t, []string{"/bin/sh", "-c", script}, nil, false)
+			start := time.Now()
+			f.await(t, Failed)
+			if took := time.Since(start); took > handshakeTimeout/2 {
+				t.Errorf("the exit was seen after %v", took)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for f.Restarts() < 2 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if f.Restarts() < 2 {
+				t.Errorf("restarts = %d; log:\n%s", f.Restarts(), f.logs.String())
+			}
+			if logs := f.logs.String(); !strings.Contains(logs, `"msg":"downstream exited before its handshake"`) || !strings.Contains(logs, "exit status 3") {
+				t.Errorf("log:\n%s", logs)
+			}
+		})
+	}
+}
