@@ -146,10 +146,17 @@ func (g *Gateway) Invoke(ctx context.Context, c Call) (res *Result, err error) {
 	start := time.Now()
 	ev := audit.Event{RequestID: c.RequestID, Subject: c.Principal.Subject, Issuer: c.Principal.Issuer,
 		Roles: c.Principal.Roles, Method: "tools/call"}
-	t, ok := g.catalog.Snapshot().Lookup(c.Name)
+	snap := g.catalog.Snapshot()
+	t, ok := snap.Lookup(c.Name)
 	if !ok {
 		g.metrics.ToolCall("", metrics.Unknown, "unknown_tool", time.Since(start))
 		ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "unknown_tool", jsonrpc.CodeInvalidParams
+		// The caller is told no more than of a name that does not exist;
+		// the operator reading the audit is told the tool is held, and
+		// why (pending review, quarantined, rejected).
+		if r, held := g.heldTool(snap, c.Name); held {
+			ev.Tool, ev.Reason, ev.Status = r.Qualified, "not_admitted", string(r.Status)
+		}
 		g.audit.Record(ev)
 		return nil, unknownTool(c.Name)
 	}
@@ -186,6 +193,17 @@ func (g *Gateway) Invoke(ctx context.Context, c Call) (res *Result, err error) {
 	}
 	g.recordForwarded(ev, downstream, err)
 	return res, err
+}
+
+// heldTool is the ledger's record of the tool a caller named, when the
+// catalog holds it back rather than offers it.
+func (g *Gateway) heldTool(snap *catalog.Snapshot, name string) (admit.Record, bool) {
+	for _, r := range snap.Held {
+		if r.Kind == admit.KindTool && (r.Qualified == name || (g.cfg.Names == "bare" && r.Name == name)) {
+			return r, true
+		}
+	}
+	return admit.Record{}, false
 }
 
 // recordForwarded audits a request the policy allowed and the gateway

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-bastion/bastion/internal/gateway/audit"
+	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 )
 
@@ -88,4 +91,27 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestHeldToolAudited: a call of a tool the catalog holds back (here,
+// waiting for review) is refused as a name the catalog does not hold,
+// and the audit tells the operator it is held, and why.
+func TestHeldToolAudited(t *testing.T) {
+	buf := &syncBuffer{}
+	yaml := fmt.Sprintf("auth:\n  mode: none\npolicy:\n  rules:\n    - {id: all, tools: [\"*\"], roles: [\"*\"]}\nservers:\n  - name: fx\n    command: [%q]\nadmission: {first_use: review}\n", fixtureBin)
+	g := launch(t, yaml, audit.New(buf), nil, func(snap *catalog.Snapshot) bool { return len(snap.Held) > 0 })
+	var gwErr *Error
+	if _, err := invoke(t, g, "fx.echo", `{}`); !errors.As(err, &gwErr) || gwErr.Code != jsonrpc.CodeInvalidParams {
+		t.Fatalf("a tool waiting for review: %v", err)
+	}
+	if _, err := invoke(t, g, "fx.nothing", `{}`); !errors.As(err, &gwErr) || gwErr.Code != jsonrpc.CodeInvalidParams {
+		t.Fatalf("a tool that does not exist: %v", err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, `"tool":"fx.echo","outcome":"invalid","reason":"not_admitted","code":-32602,"status":"pending_review"`) {
+		t.Errorf("the audit does not say fx.echo is held:\n%s", out)
+	}
+	if strings.Count(out, `"reason":"unknown_tool"`) != 1 || strings.Contains(out, "fx.nothing") {
+		t.Errorf("the audit of a name that does not exist:\n%s", out)
+	}
 }
