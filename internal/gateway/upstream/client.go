@@ -715,6 +715,17 @@ func (c *Client) response(m *jsonrpc.Message) {
 	p.done <- reply{result: m.Result}
 }
 
+// fail answers the call id with e, as a response with that id would.
+func (c *Client) fail(id int64, e *RPCError) {
+	c.mu.Lock()
+	p := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if p != nil {
+		p.done <- reply{err: e}
+	}
+}
+
 func (c *Client) notification(m *jsonrpc.Message, stream int64) {
 	if m.Method == "notifications/progress" {
 		tok, _ := progressTokenOf(m.Params)

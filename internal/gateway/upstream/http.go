@@ -16,6 +16,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/mcp-bastion/bastion/internal/mcp"
 )
 
@@ -356,6 +359,18 @@ func (t *httpTransport) send(ctx context.Context, out outgoing) error {
 			s.stats.noise.warn(s.log, "downstream response over the size cap; dropped", slog.Int64("max_message_bytes", s.opts.MaxMessage))
 			return fmt.Errorf("upstream: the downstream's response is larger than %d bytes", s.opts.MaxMessage)
 		}
+		if out.id != 0 && resp.StatusCode != http.StatusOK {
+			// A server that refuses a request before it reads its id
+			// (the TypeScript SDK's answer to a protocol version it does
+			// not know) answers with an error whose id is null, as
+			// JSON-RPC says it must. Over HTTP the answer to a POST is the
+			// request's own, so it is taken as this request's error: a
+			// server/discover refused so falls back to initialize.
+			if e := nullIDError(body); e != nil {
+				t.c.fail(out.id, e)
+				return nil
+			}
+		}
 		t.c.deliverOn(body, out.id)
 		return nil
 	}
@@ -364,6 +379,25 @@ func (t *httpTransport) send(ctx context.Context, out outgoing) error {
 	}
 	s.stats.Garbage.Add(1)
 	return fmt.Errorf("upstream: the downstream answered with content type %q", truncate(ct, 64))
+}
+
+// nullIDError reads body as a JSON-RPC error response whose id is null,
+// nil when it is anything else.
+func nullIDError(body []byte) *RPCError {
+	var r struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      jsontext.Value `json:"id"`
+		Result  jsontext.Value `json:"result"`
+		Error   *struct {
+			Code    *int    `json:"code"`
+			Message *string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &r) != nil || r.JSONRPC != "2.0" || string(r.ID) != "null" || r.Result != nil ||
+		r.Error == nil || r.Error.Code == nil || r.Error.Message == nil {
+		return nil
+	}
+	return &RPCError{Code: *r.Error.Code, Message: *r.Error.Message}
 }
 
 // readEvents delivers the messages of an SSE response until the stream
