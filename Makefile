@@ -8,8 +8,9 @@ BIN := bin
 help: ## list targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
-build: ## build bin/bastion
+build: ## build bin/bastion and bin/refund (the example server)
 	go build -o $(BIN)/bastion ./cmd/bastion
+	go build -o $(BIN)/refund ./examples/refund
 
 test: ## install what tests need, then gates, go test -race ./... and brief fuzzing
 	scripts/test.sh

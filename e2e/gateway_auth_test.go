@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -824,5 +825,40 @@ func TestGatewayConditionSeesWhatTheDownstreamReads(t *testing.T) {
 	}
 	if strings.Contains(received(t, rec), "folded-dup") {
 		t.Error("the call reached the downstream")
+	}
+}
+
+// TestGatewayCheckAndStart: --check refuses what start-up refuses (--stdio
+// without its principal), and a port in use stops the gateway before it
+// starts any downstream, saying why.
+func TestGatewayCheckAndStart(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gateway.yaml")
+	received := filepath.Join(dir, "received.log")
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := fmt.Sprintf("listen: %s\npublic_url: http://%s/mcp\nstate_dir: %q\nauth:\n  tokens_env: E2E_TOKENS\n%sservers:\n%s",
+		busy.Addr(), busy.Addr(), filepath.Join(dir, "state"), authPolicy, fixture("fx", newMark(), map[string]string{"FIXTURE_LOG": received}))
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := baseEnv("E2E_TOKENS="+tokensEnv(), "MCP_GATEWAY_SESSION_KEY="+gwSessionKey)
+	for _, args := range [][]string{{"gateway", "--check", "--stdio", "--config", path}, {"gateway", "--stdio", "--config", path}} {
+		if _, errOut, code := runBastion(t, env, args...); code != 2 || !strings.Contains(errOut, "--stdio needs auth.stdio_principal") {
+			t.Errorf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+	if _, errOut, code := runBastion(t, env, "gateway", "--check", "--config", path); code != 0 || !strings.Contains(errOut, "configuration OK (1 server: fx)") {
+		t.Errorf("--check: exit %d: %s", code, errOut)
+	}
+	_, errOut, code := runBastion(t, env, "gateway", "--config", path)
+	if code != 1 || !strings.Contains(errOut, "bastion gateway: listen:") || strings.Contains(errOut, "gateway listening") {
+		t.Errorf("a port in use: exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(received); !os.IsNotExist(err) {
+		t.Errorf("a downstream was started before the port was taken (%v)", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -109,13 +110,24 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "bastion gateway: %v\n", keyErr)
 		return exitUsage
 	}
-	if *check {
-		fmt.Fprintf(e.stderr, "bastion gateway: configuration OK (%d servers: %s)\n", len(cfg.Servers), serverNames(cfg))
-		return exitOK
-	}
 	if *stdioMode && cfg.Auth.StdioPrincipal == nil && !cfg.Anonymous() {
 		fmt.Fprintln(e.stderr, "bastion gateway: --stdio needs auth.stdio_principal: who its one client is (or auth mode none)")
 		return exitUsage
+	}
+	if *check {
+		fmt.Fprintf(e.stderr, "bastion gateway: configuration OK (%s: %s)\n", plural(len(cfg.Servers), "server"), serverNames(cfg))
+		return exitOK
+	}
+	// The front's address is taken before anything starts: a port in use
+	// stops the gateway before it starts a downstream or opens a ledger,
+	// and "listening" is said once it is true.
+	var ln net.Listener
+	if !*stdioMode {
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			fmt.Fprintf(e.stderr, "bastion gateway: listen: %v\n", err)
+			return exitFailure
+		}
+		defer ln.Close()
 	}
 	log := gatewayLogger(cfg, e.stderr)
 	pol, err := policy.Compile(cfg.PolicyRules())
@@ -214,7 +226,7 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 		return exitUsage
 	}
 	log.Info("gateway listening", slog.String("listen", cfg.Listen), slog.String("path", cfg.Path), slog.Int("servers", len(cfg.Servers)))
-	if err := srv.Run(ctx, e.signals); err != nil {
+	if err := srv.Serve(ctx, ln, e.signals); err != nil {
 		log.Error("gateway stopped abnormally", slog.String("error", err.Error()))
 		return exitFailure
 	}
@@ -319,6 +331,14 @@ func sessionKey(cfg *gwconfig.Config, getenv func(string) (string, bool)) ([]byt
 func gatewayLogger(cfg *gwconfig.Config, w io.Writer) *slog.Logger {
 	levels := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
 	return config.NewLogger(w, levels[cfg.Log.Level], cfg.Log.Format)
+}
+
+// plural is n things: "1 server", "2 servers".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 func serverNames(cfg *gwconfig.Config) string {
