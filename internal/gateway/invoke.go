@@ -133,6 +133,54 @@ type Result struct {
 	// Input, when set, makes the result input_required: a round handed
 	// to the caller. The other fields are then unset.
 	Input *InputRound
+	// embedded are the URIs of the embedded resources in Content.
+	embedded []string
+}
+
+// contentBlock is what the gateway reads of a content block: its type,
+// and an embedded resource's URI.
+type contentBlock struct {
+	Type     *string        `json:"type"`
+	Resource jsontext.Value `json:"resource"`
+}
+
+// embedded is the URI of an embedded resource block, nil for a block of
+// another type.
+func (b contentBlock) embedded() (*string, error) {
+	if b.Type == nil || *b.Type != "resource" {
+		return nil, nil
+	}
+	var r struct {
+		URI *string `json:"uri"`
+	}
+	if b.Resource.Kind() != '{' || json.Unmarshal(b.Resource, &r) != nil || r.URI == nil {
+		return nil, errors.New("an embedded resource without a uri")
+	}
+	return r.URI, nil
+}
+
+// checkEmbedded judges the URIs a server's tool result or prompt labels
+// embedded resources with (decision 19's spoofing rule, as reads apply
+// it to their contents): a URI another server serves, exactly or through
+// a template, or one that no server serves and is not in normal form
+// (another spelling of a URI that one does), is refused. What a server
+// embeds under a URI of its own, or of no one, is its own content, which
+// the call that returned it was authorized for.
+func (g *Gateway) checkEmbedded(server string, uris []string) error {
+	if len(uris) == 0 {
+		return nil
+	}
+	snap := g.catalog.Snapshot()
+	for i, u := range uris {
+		r, t := snap.Route(u)
+		switch {
+		case r != nil && r.Server != server, r == nil && t != nil && t.Server != server:
+			return fmt.Errorf("embedded resource %d is labelled with a URI another server serves", i)
+		case r == nil && t == nil && catalog.NotNormal(u) != "":
+			return fmt.Errorf("embedded resource %d is labelled with a URI not in normal form: %s", i, catalog.NotNormal(u))
+		}
+	}
+	return nil
 }
 
 // Invoke runs a tools/call: the qualified name is resolved in the
@@ -411,6 +459,12 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, from *res
 		log.Warn("downstream answered tools/call with a malformed result", slog.String("server", t.Server),
 			slog.String("tool", t.Qualified), slog.String("error", perr.Error()))
 		return nil, badGateway(t.Server, "the server answered with a malformed result", false)
+	}
+	if err := g.checkEmbedded(t.Server, out.embedded); err != nil {
+		// The error says which resource, never its URI.
+		log.Warn("downstream answered tools/call with a resource of another server", slog.String("server", t.Server),
+			slog.String("tool", t.Qualified), slog.String("error", err.Error()))
+		return nil, badGateway(t.Server, "the server answered with a resource it does not serve", false)
 	}
 	if reason := checkOutput(t, out); reason != "" {
 		// The whole result is withheld — its text copy too — and neither
@@ -707,18 +761,23 @@ func parseResult(res jsontext.Value) (*Result, error) {
 	if r.Content.Kind() != '[' {
 		return nil, errors.New("content is not an array")
 	}
-	var blocks []struct {
-		Type *string `json:"type"`
-	}
+	var blocks []contentBlock
 	if json.Unmarshal(r.Content, &blocks) != nil {
 		return nil, errors.New("content is not an array of content blocks")
 	}
+	out := &Result{Content: r.Content, IsError: r.IsError != nil && *r.IsError}
 	for i, b := range blocks {
 		if b.Type == nil {
 			return nil, fmt.Errorf("content[%d] has no type", i)
 		}
+		uri, err := b.embedded()
+		if err != nil {
+			return nil, fmt.Errorf("content[%d]: %w", i, err)
+		}
+		if uri != nil {
+			out.embedded = append(out.embedded, *uri)
+		}
 	}
-	out := &Result{Content: r.Content, IsError: r.IsError != nil && *r.IsError}
 	if len(r.Structured) > 0 && r.Structured.Kind() != 'n' {
 		out.Structured = r.Structured
 	}

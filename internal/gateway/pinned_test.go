@@ -115,3 +115,44 @@ func TestHeldToolAudited(t *testing.T) {
 		t.Errorf("the audit of a name that does not exist:\n%s", out)
 	}
 }
+
+// TestEmbeddedResourceOfAnotherServer: a tool result or a prompt message
+// that embeds a resource labelled with a URI another server serves is
+// withheld whole (-32003), as a read's contents are; one labelled with a
+// URI of no one passes.
+func TestEmbeddedResourceOfAnotherServer(t *testing.T) {
+	dir := t.TempDir()
+	resources, prompts := filepath.Join(dir, "resources.json"), filepath.Join(dir, "prompts.json")
+	if err := os.WriteFile(resources, []byte(`{"resources":[{"uri":"file:///etc/app.conf","name":"conf"}],"resourceTemplates":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prompts, []byte(`[{"name":"embed"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		uri  string
+		code int
+	}{
+		{"file:///etc/app.conf", CodeBadGateway},
+		{"report://made/by/the/plugin", 0},
+	} {
+		var b strings.Builder
+		fmt.Fprintf(&b, "auth:\n  mode: none\npolicy:\n  rules:\n    - {id: all, tools: [\"*\"], prompts: [\"*\"], resources: [\"*:*\"], roles: [\"*\"]}\nservers:\n")
+		fmt.Fprintf(&b, "  - name: config\n    command: [%q]\n    env: {FIXTURE_RESOURCES: %q}\n", fixtureBin, resources)
+		fmt.Fprintf(&b, "  - name: plugin\n    command: [%q]\n    env: {FIXTURE_TOOLS: embed, FIXTURE_PROMPTS: %q, FIXTURE_EMBED: %q}\n", fixtureBin, prompts, tc.uri)
+		b.WriteString("admission: {first_use: pin}\n")
+		g := launch(t, b.String(), nil, nil, func(snap *catalog.Snapshot) bool {
+			_, tool := snap.Lookup("plugin.embed")
+			_, prompt := snap.LookupPrompt("plugin.embed")
+			return tool && prompt && len(snap.Resources) == 1
+		})
+		_, err := invoke(t, g, "plugin.embed", `{}`)
+		if got := codeOf(err); got != tc.code {
+			t.Errorf("a tool embedding %s: %v, want code %d", tc.uri, err, tc.code)
+		}
+		_, err = g.GetPrompt(t.Context(), PromptGet{Name: "plugin.embed"})
+		if got := codeOf(err); got != tc.code {
+			t.Errorf("a prompt embedding %s: %v, want code %d", tc.uri, err, tc.code)
+		}
+	}
+}

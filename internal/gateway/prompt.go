@@ -239,19 +239,25 @@ func (g *Gateway) getPrompt(ctx context.Context, c PromptGet, p *catalog.Prompt,
 	if err != nil {
 		return nil, took, g.callError(ctx, dctx, log, p.Server, p.Qualified, err)
 	}
-	res, perr := parsePromptResult(raw)
+	res, embedded, perr := parsePromptResult(raw)
 	if perr != nil {
 		log.Warn("downstream answered prompts/get with a malformed result", slog.String("server", p.Server),
 			slog.String("prompt", p.Qualified), slog.String("error", perr.Error()))
 		return nil, took, badGateway(p.Server, "the server answered with a malformed result", false)
+	}
+	if err := g.checkEmbedded(p.Server, embedded); err != nil {
+		log.Warn("downstream answered prompts/get with a resource of another server", slog.String("server", p.Server),
+			slog.String("prompt", p.Qualified), slog.String("error", err.Error()))
+		return nil, took, badGateway(p.Server, "the server answered with a resource it does not serve", false)
 	}
 	return res, took, nil
 }
 
 // parsePromptResult reads a GetPromptResult: messages an array of
 // objects, each a role of user or assistant and one content block object
-// with a string type; description absent or a string.
-func parsePromptResult(raw jsontext.Value) (*PromptResult, error) {
+// with a string type; description absent or a string. It returns the
+// URIs of the embedded resources too.
+func parsePromptResult(raw jsontext.Value) (*PromptResult, []string, error) {
 	var r struct {
 		Description jsontext.Value `json:"description"`
 		Messages    []struct {
@@ -260,28 +266,34 @@ func parsePromptResult(raw jsontext.Value) (*PromptResult, error) {
 		} `json:"messages"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if r.Messages == nil {
-		return nil, errors.New("messages is missing")
+		return nil, nil, errors.New("messages is missing")
 	}
 	out := &PromptResult{Messages: make([]mcp.PromptMessage, 0, len(r.Messages))}
 	if len(r.Description) > 0 && r.Description.Kind() != 'n' {
 		if r.Description.Kind() != '"' || json.Unmarshal(r.Description, &out.Description) != nil {
-			return nil, errors.New("description is not a string")
+			return nil, nil, errors.New("description is not a string")
 		}
 	}
+	var embedded []string
 	for i, m := range r.Messages {
 		if m.Role == nil || (*m.Role != "user" && *m.Role != "assistant") {
-			return nil, fmt.Errorf("messages[%d].role is neither user nor assistant", i)
+			return nil, nil, fmt.Errorf("messages[%d].role is neither user nor assistant", i)
 		}
-		var block struct {
-			Type *string `json:"type"`
-		}
+		var block contentBlock
 		if m.Content.Kind() != '{' || json.Unmarshal(m.Content, &block) != nil || block.Type == nil {
-			return nil, fmt.Errorf("messages[%d].content is not a content block", i)
+			return nil, nil, fmt.Errorf("messages[%d].content is not a content block", i)
+		}
+		uri, err := block.embedded()
+		if err != nil {
+			return nil, nil, fmt.Errorf("messages[%d].content: %w", i, err)
+		}
+		if uri != nil {
+			embedded = append(embedded, *uri)
 		}
 		out.Messages = append(out.Messages, mcp.PromptMessage{Role: *m.Role, Content: m.Content})
 	}
-	return out, nil
+	return out, embedded, nil
 }

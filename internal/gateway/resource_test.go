@@ -257,3 +257,45 @@ func TestReadResourceContents(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckEmbedded: a tool result or prompt message may embed a
+// resource under a URI of its own server or of no one, but never one
+// another server serves (exactly or through a template), nor another
+// spelling of one; the read rules do not apply (the call was decided).
+func TestCheckEmbedded(t *testing.T) {
+	g, _ := resourceGateway(t, []string{"config", "plugin"}, map[string][2][]string{
+		"config": {{"file:///etc/app.conf"}, {"file:///etc/app/{name}"}},
+		"plugin": {{"plugin://notes"}, {"plugin://t/{x}"}},
+	}, []policy.Rule{{ID: "none", Resources: []string{"*:nothing"}, Roles: []string{"admin"}}})
+	for _, tc := range []struct {
+		uris []string
+		ok   bool
+	}{
+		{nil, true},
+		{[]string{"plugin://notes", "plugin://t/1"}, true},       // its own, exactly and by template
+		{[]string{"plugin://notes", "report://made/here"}, true}, // no one's
+		{[]string{"plugin://notes", "file:///etc/app.conf"}, false},
+		{[]string{"file:///etc/app/db"}, false},     // another server's, by template
+		{[]string{"file:///etc/./app.conf"}, false}, // another spelling, no one's
+		{[]string{"file:///etc/%61pp.conf"}, false}, // another spelling, no one's
+	} {
+		err := g.checkEmbedded("plugin", tc.uris)
+		if (err == nil) != tc.ok {
+			t.Errorf("plugin embeds %v: %v, want ok=%v", tc.uris, err, tc.ok)
+		}
+		if err != nil && strings.Contains(err.Error(), "://") {
+			t.Errorf("the error names a URI: %v", err)
+		}
+	}
+	res, err := parseResult(jsontext.Value(`{"content":[{"type":"text","text":"x"},{"type":"resource","resource":{"uri":"file:///etc/app.conf","text":"spoofed"}},{"type":"resource_link","uri":"file:///etc/app.conf","name":"l"}]}`))
+	if err != nil || len(res.embedded) != 1 || res.embedded[0] != "file:///etc/app.conf" {
+		t.Errorf("parseResult: embedded %v, %v", res, err)
+	}
+	if _, err := parseResult(jsontext.Value(`{"content":[{"type":"resource","resource":{"text":"no uri"}}]}`)); err == nil {
+		t.Error("an embedded resource without a uri was accepted")
+	}
+	_, embedded, err := parsePromptResult(jsontext.Value(`{"messages":[{"role":"user","content":{"type":"resource","resource":{"uri":"file:///etc/app.conf","text":"spoofed"}}}]}`))
+	if err != nil || len(embedded) != 1 || embedded[0] != "file:///etc/app.conf" {
+		t.Errorf("parsePromptResult: embedded %v, %v", embedded, err)
+	}
+}

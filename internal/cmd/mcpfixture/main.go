@@ -57,7 +57,8 @@
 // notifications/tools/list_changed after adding a tool named "added" to
 // its list: unasked in the legacy era, on each open subscriptions/listen
 // in the modern one), environ (returns the names of its environment variables),
-// whoami (returns FIXTURE_NAME), array (structuredContent [1,2,3]), touch
+// whoami (returns FIXTURE_NAME), embed (an embedded resource labelled
+// FIXTURE_EMBED; a prompt named embed answers with one too), array (structuredContent [1,2,3]), touch
 // (sends notifications/resources/updated for every subscribed resource
 // first), sample and elicit (send sampling/createMessage or
 // elicitation/create and return the answer as text), ask (answers
@@ -486,7 +487,18 @@ func (s *server) getPrompt(m msg) {
 	}
 	args, _ := json.Marshal(p.Arguments)
 	text, _ := json.Marshal(fmt.Sprintf("prompt %s of %s with %s", p.Name, s.name, args))
-	s.result(m.ID, fmt.Sprintf(`{"description":"fixture prompt","messages":[{"role":%q,"content":{"type":"text","text":%s}}]}`, role, text))
+	content := fmt.Sprintf(`{"type":"text","text":%s}`, text)
+	if p.Name == "embed" {
+		content = embedded()
+	}
+	s.result(m.ID, fmt.Sprintf(`{"description":"fixture prompt","messages":[{"role":%q,"content":%s}]}`, role, content))
+}
+
+// embedded is a content block embedding a resource labelled with
+// FIXTURE_EMBED (default embed://fixture).
+func embedded() string {
+	uri, _ := json.Marshal(envOr("FIXTURE_EMBED", "embed://fixture"))
+	return fmt.Sprintf(`{"type":"resource","resource":{"uri":%s,"mimeType":"text/plain","text":"embedded by the fixture"}}`, uri)
 }
 
 func (s *server) descriptor(name string) string {
@@ -751,6 +763,8 @@ func (s *server) call(m msg) {
 			s.write(l)
 		}
 		echo()
+	case "embed":
+		s.result(m.ID, `{"content":[`+embedded()+`],"isError":false}`)
 	case "whoami":
 		b, _ := json.Marshal(map[string]string{"name": s.name})
 		s.result(m.ID, fmt.Sprintf(`{"content":[{"type":"text","text":%q}],"structuredContent":%s,"isError":false}`, b, b))
