@@ -184,6 +184,7 @@ func (g *Gateway) Catalog() *catalog.Catalog { return g.catalog }
 // Start starts every downstream. Discovery of each begins when it
 // connects.
 func (g *Gateway) Start() {
+	g.claimFromLedger()
 	for _, name := range g.order {
 		d := g.servers[name]
 		if d.cfg.Stdio() {
@@ -370,6 +371,41 @@ func (g *Gateway) Status() []ServerStatus {
 		out = append(out, st)
 	}
 	return out
+}
+
+// claimFromLedger gives each configured server the resource URIs and
+// templates the ledger holds for it (admitted, held for review or
+// quarantined), until it is listed: a server that is down at start keeps
+// them from the servers listed after it (catalog.Claim). A ledger that
+// cannot be read claims nothing; discovery then fails on it anyway.
+func (g *Gateway) claimFromLedger() {
+	if g.ledger == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(g.ctx, 10*time.Second)
+	defer cancel()
+	recs, err := g.ledger.All(ctx)
+	if err != nil {
+		g.log.Warn("the ledger could not be read for the resources servers claim", slog.String("error", err.Error()))
+		return
+	}
+	uris, templates := map[string][]string{}, map[string][]string{}
+	for _, r := range recs {
+		if _, ok := g.servers[r.Server]; !ok || (r.Status != admit.Admitted && r.Status != admit.Pending && r.Status != admit.Quarantined) {
+			continue
+		}
+		switch r.Kind {
+		case admit.KindResource:
+			uris[r.Server] = append(uris[r.Server], r.Name)
+		case admit.KindTemplate:
+			templates[r.Server] = append(templates[r.Server], r.Name)
+		}
+	}
+	for _, name := range g.order {
+		if len(uris[name]) > 0 || len(templates[name]) > 0 {
+			g.catalog.Claim(name, uris[name], templates[name])
+		}
+	}
 }
 
 // connect hears of a new connection before any call can reach it. A

@@ -172,11 +172,11 @@ func (g *Gateway) checkEmbedded(server string, uris []string) error {
 	}
 	snap := g.catalog.Snapshot()
 	for i, u := range uris {
-		r, t := snap.Route(u)
-		switch {
-		case r != nil && r.Server != server, r == nil && t != nil && t.Server != server:
+		switch o := snap.Owner(u); {
+		case o != "" && o != server:
+			// Another server's, whether it serves it now or not.
 			return fmt.Errorf("embedded resource %d is labelled with a URI another server serves", i)
-		case r == nil && t == nil && catalog.NotNormal(u) != "":
+		case o == "" && catalog.NotNormal(u) != "":
 			return fmt.Errorf("embedded resource %d is labelled with a URI not in normal form: %s", i, catalog.NotNormal(u))
 		}
 	}

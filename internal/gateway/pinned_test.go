@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
+	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 )
 
@@ -154,5 +155,45 @@ func TestEmbeddedResourceOfAnotherServer(t *testing.T) {
 		if got := codeOf(err); got != tc.code {
 			t.Errorf("a prompt embedding %s: %v, want code %d", tc.uri, err, tc.code)
 		}
+	}
+}
+
+// TestClaimsOutliveTheServer: a server that served a URI in an earlier
+// run and is down in this one keeps it, from the ledger: a server listed
+// after it neither serves a read of it nor labels a result with it.
+func TestClaimsOutliveTheServer(t *testing.T) {
+	dir := t.TempDir()
+	store, err := ledger.Open(filepath.Join(dir, "ledger.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	conf, spoof := filepath.Join(dir, "config.json"), filepath.Join(dir, "plugin.json")
+	if err := os.WriteFile(conf, []byte(`{"resources":[{"uri":"file:///etc/app.conf","name":"conf"}],"resourceTemplates":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(spoof, []byte(`{"resources":[{"uri":"file:///etc/app.conf","name":"spoof"},{"uri":"plugin://notes","name":"own"}],"resourceTemplates":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gateway := func(config string) string {
+		var b strings.Builder
+		b.WriteString("auth:\n  mode: none\npolicy:\n  rules:\n    - {id: all, tools: [\"*\"], resources: [\"*:*\"], roles: [\"*\"]}\nservers:\n")
+		b.WriteString(config)
+		fmt.Fprintf(&b, "  - name: plugin\n    command: [%q]\n    env: {FIXTURE_TOOLS: embed, FIXTURE_RESOURCES: %q, FIXTURE_EMBED: \"file:///etc/app.conf\"}\n", fixtureBin, spoof)
+		return b.String() + "admission: {first_use: pin}\n"
+	}
+	useStore := func(g *Gateway) { g.UseLedger(store) }
+	first := launch(t, gateway(fmt.Sprintf("  - name: config\n    command: [%q]\n    env: {FIXTURE_RESOURCES: %q}\n", fixtureBin, conf)), nil, useStore,
+		func(snap *catalog.Snapshot) bool { return len(snap.Resources) == 2 })
+	if r, ok := first.catalog.Snapshot().LookupResource("file:///etc/app.conf"); !ok || r.Server != "config" {
+		t.Fatalf("with both up, file:///etc/app.conf is %+v", r)
+	}
+	g := launch(t, gateway("  - name: config\n    command: [\"/bin/false\"]\n"), nil, useStore,
+		func(snap *catalog.Snapshot) bool { _, ok := snap.LookupResource("plugin://notes"); return ok })
+	if _, err := g.ReadResource(t.Context(), ResourceRead{URI: "file:///etc/app.conf"}); codeOf(err) != CodeResourceNotFound {
+		t.Errorf("a read of the down server's URI: %v, want -32002", err)
+	}
+	if _, err := invoke(t, g, "plugin.embed", `{}`); codeOf(err) != CodeBadGateway {
+		t.Errorf("a result labelled with the down server's URI: %v, want -32003", err)
 	}
 }

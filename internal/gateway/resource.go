@@ -261,16 +261,17 @@ func (g *Gateway) checkContents(p auth.Principal, server, uri string, contents [
 		if c.URI == uri {
 			continue
 		}
-		r, t := snap.Route(c.URI)
-		switch {
-		case r != nil && r.Server != server, r == nil && t != nil && t.Server != server:
+		_, exact := snap.LookupResource(c.URI)
+		switch o := snap.Owner(c.URI); {
+		case o != "" && o != server:
+			// Another server's, whether it serves it now or not.
 			return fmt.Errorf("contents[%d] is labelled with a URI another server serves", i)
-		case r == nil && catalog.NotNormal(c.URI) != "":
+		case !exact && catalog.NotNormal(c.URI) != "":
 			// Another spelling of a URI would be judged, and routed, as
 			// another resource.
 			return fmt.Errorf("contents[%d] is labelled with a URI not in normal form: %s", i, catalog.NotNormal(c.URI))
 		}
-		d := g.decideRead(p, server, c.URI, r == nil)
+		d := g.decideRead(p, server, c.URI, !exact)
 		if !d.Allow {
 			return fmt.Errorf("contents[%d] is labelled with a URI the caller may not read (rule %q, %s)", i, d.Rule, d.Reason)
 		}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/yosida95/uritemplate/v3"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/admit"
@@ -153,6 +154,20 @@ type Snapshot struct {
 	byName   map[string]*Tool
 	byPrompt map[string]*Prompt
 	byURI    map[string]*Resource
+	// claimed are the URIs whose owner does not offer them now (it is
+	// down, or holds them for review): no other server may serve them.
+	// routes are the templates in routing order, those an owner claims
+	// but does not offer now among them.
+	claimed map[string]string
+	routes  []route
+}
+
+// route is a template in routing order: one offered (t set), or one its
+// owner claims but does not offer now.
+type route struct {
+	server   string
+	t        *Template
+	compiled *uritemplate.Template
 }
 
 // LookupResource returns the admitted resource of uri.
@@ -162,17 +177,41 @@ func (s *Snapshot) LookupResource(uri string) (*Resource, bool) {
 }
 
 // Route finds what serves a read of uri: the resource of exactly that
-// URI, else the first template that matches it (decision 20).
+// URI, else the first template that matches it (decision 20). A URI, or
+// a first matching template, that its owner claims but does not offer
+// now (it is down, or holds it for review) routes nowhere: it is never
+// served by a server listed after its owner meanwhile.
 func (s *Snapshot) Route(uri string) (*Resource, *Template) {
 	if r, ok := s.byURI[uri]; ok {
 		return r, nil
 	}
-	for _, t := range s.Templates {
-		if t.Matches(uri) {
-			return nil, t
+	if _, ok := s.claimed[uri]; ok {
+		return nil, nil
+	}
+	for _, rt := range s.routes {
+		if rt.compiled.Match(uri) != nil {
+			return nil, rt.t
 		}
 	}
 	return nil, nil
+}
+
+// Owner is the server that owns uri, whether it offers it now or not:
+// the owner of exactly that URI, else of the first template that matches
+// it; "" for no one.
+func (s *Snapshot) Owner(uri string) string {
+	if r, ok := s.byURI[uri]; ok {
+		return r.Server
+	}
+	if o, ok := s.claimed[uri]; ok {
+		return o
+	}
+	for _, rt := range s.routes {
+		if rt.compiled.Match(uri) != nil {
+			return rt.server
+		}
+	}
+	return ""
 }
 
 // Lookup returns the tool with public name q.
@@ -198,6 +237,9 @@ type Catalog struct {
 	order   []string // configured servers, in configuration order
 	servers map[string]serverTools
 	subs    map[admit.Kind][]chan struct{}
+	// claims are what each server claims of the URI space (claim); they
+	// outlive its connection.
+	claims map[string]claim
 
 	current atomic.Pointer[Snapshot]
 }
@@ -221,7 +263,7 @@ func New(judge Judge, opts admit.Options) *Catalog {
 	if opts.Schemas == nil {
 		opts.Schemas = &admit.SchemaCache{}
 	}
-	c := &Catalog{judge: judge, opts: opts, servers: map[string]serverTools{}, subs: map[admit.Kind][]chan struct{}{}}
+	c := &Catalog{judge: judge, opts: opts, servers: map[string]serverTools{}, subs: map[admit.Kind][]chan struct{}{}, claims: map[string]claim{}}
 	c.current.Store(&Snapshot{byName: map[string]*Tool{}, byPrompt: map[string]*Prompt{}, byURI: map[string]*Resource{}})
 	return c
 }

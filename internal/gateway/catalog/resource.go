@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -136,6 +137,16 @@ func (c *Catalog) UpdateResources(srv Server, resources, templates []jsontext.Va
 	}
 	okR, heldR := judged(recs)
 	okT, heldT := judged(trecs)
+	// What the server listed, admitted or held, is what it claims: a URI
+	// waiting for review is still its own, and no server listed after it
+	// serves it meanwhile.
+	cl := claim{uris: make([]string, len(sr.resources))}
+	for i, r := range sr.resources {
+		cl.uris[i] = r.URI
+	}
+	for _, t := range sr.templates {
+		cl.templates = append(cl.templates, claimedTemplate{text: t.URITemplate, compiled: t.compiled})
+	}
 	sr.resources = slices.DeleteFunc(sr.resources, func(r *Resource) bool { return okR[r.URI] != r.Digest })
 	sr.templates = slices.DeleteFunc(sr.templates, func(t *Template) bool { return okT[t.URITemplate] != t.Digest })
 	sr.held = append(heldR, heldT...)
@@ -144,8 +155,46 @@ func (c *Catalog) UpdateResources(srv Server, resources, templates []jsontext.Va
 	st := c.servers[srv.Name]
 	st.resources = &sr
 	c.servers[srv.Name] = st
+	c.claims[srv.Name] = cl
 	c.publish()
 	return nil
+}
+
+// claim is what a server claims of the URI space: the URIs and the
+// templates of its last complete resource lists, admitted or held (not
+// those rejected), or — before it was listed in this run — those the
+// ledger holds for it (Claim). A claim outlives the server's connection:
+// a server that is down, failed closed or quarantined keeps what it
+// claims from every server listed after it, so that no resource is ever
+// served by whichever server is up (decision 19).
+type claim struct {
+	uris      []string
+	templates []claimedTemplate
+}
+
+type claimedTemplate struct {
+	text     string
+	compiled *uritemplate.Template
+}
+
+// Claim gives server the URIs and templates the ledger holds for it, for
+// as long as it has not been listed in this run: a server that is down
+// at start keeps them from the servers listed after it. A template that
+// does not compile is not claimed.
+func (c *Catalog) Claim(server string, uris, templates []string) {
+	cl := claim{uris: slices.Clone(uris)}
+	for _, t := range templates {
+		if compiled, err := uritemplate.New(t); err == nil {
+			cl.templates = append(cl.templates, claimedTemplate{text: t, compiled: compiled})
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, listed := c.claims[server]; listed {
+		return
+	}
+	c.claims[server] = cl
+	c.publish()
 }
 
 // RemoveResources offers none of server's resources and templates.
@@ -163,40 +212,66 @@ func (c *Catalog) RemoveResources(server string) {
 
 // publishResources fills next's resources and templates: the servers in
 // configuration order (then any not configured, by name), the first to
-// offer a URI or template owning it; c.mu is held.
+// claim a URI or template owning it, whether it offers it now or not;
+// c.mu is held.
 func (c *Catalog) publishResources(next *Snapshot, names []string) {
 	order := slices.Clone(c.order)
-	for _, n := range names {
+	for _, n := range append(slices.Collect(maps.Keys(c.claims)), names...) {
 		if !slices.Contains(order, n) {
 			order = append(order, n)
 		}
 	}
+	slices.Sort(order[len(c.order):])
 	owner := map[string]string{}
 	towner := map[string]string{}
+	next.claimed = map[string]string{}
 	for _, name := range order {
-		st, ok := c.servers[name]
-		if !ok || st.resources == nil {
-			continue
-		}
-		sr := st.resources
-		for _, r := range sr.resources {
-			if o, taken := owner[r.URI]; taken {
-				next.Shadowed = append(next.Shadowed, Shadowed{Kind: admit.KindResource, URI: r.URI, Owner: o, Server: name})
-				continue
+		cl := c.claims[name]
+		for _, u := range cl.uris {
+			if _, taken := owner[u]; !taken {
+				owner[u] = name
 			}
-			owner[r.URI] = name
-			next.Resources = append(next.Resources, r)
 		}
-		for _, t := range sr.templates {
-			if o, taken := towner[t.URITemplate]; taken {
-				next.Shadowed = append(next.Shadowed, Shadowed{Kind: admit.KindTemplate, URI: t.URITemplate, Owner: o, Server: name})
-				continue
+		for _, t := range cl.templates {
+			if _, taken := towner[t.text]; !taken {
+				towner[t.text] = name
 			}
-			towner[t.URITemplate] = name
-			next.Templates = append(next.Templates, t)
 		}
-		next.Rejected = append(next.Rejected, sr.rejected...)
-		next.Held = append(next.Held, sr.held...)
+		offered, offeredT := map[string]bool{}, map[string]bool{}
+		if st, ok := c.servers[name]; ok && st.resources != nil {
+			sr := st.resources
+			for _, r := range sr.resources {
+				if o, taken := owner[r.URI]; taken && o != name {
+					next.Shadowed = append(next.Shadowed, Shadowed{Kind: admit.KindResource, URI: r.URI, Owner: o, Server: name})
+					continue
+				}
+				owner[r.URI], offered[r.URI] = name, true
+				next.Resources = append(next.Resources, r)
+			}
+			for _, t := range sr.templates {
+				if o, taken := towner[t.URITemplate]; taken && o != name {
+					next.Shadowed = append(next.Shadowed, Shadowed{Kind: admit.KindTemplate, URI: t.URITemplate, Owner: o, Server: name})
+					continue
+				}
+				towner[t.URITemplate], offeredT[t.URITemplate] = name, true
+				next.Templates = append(next.Templates, t)
+				next.routes = append(next.routes, route{server: name, t: t, compiled: t.compiled})
+			}
+			next.Rejected = append(next.Rejected, sr.rejected...)
+			next.Held = append(next.Held, sr.held...)
+		}
+		// What the server claims and does not offer now stays its own.
+		for _, u := range cl.uris {
+			if owner[u] == name && !offered[u] {
+				next.claimed[u] = name
+			}
+		}
+		for _, t := range cl.templates {
+			if towner[t.text] == name && !offeredT[t.text] {
+				next.routes = append(next.routes, route{server: name, compiled: t.compiled})
+				offeredT[t.text] = true // a template claimed twice routes once
+			}
+		}
 	}
 	slices.SortFunc(next.Resources, func(a, b *Resource) int { return strings.Compare(a.URI, b.URI) })
 	for _, r := range next.Resources {

@@ -86,3 +86,94 @@ func TestResourceOwnership(t *testing.T) {
 		}
 	}
 }
+
+// heldJudge holds every resource of one server for review and admits
+// the rest.
+type heldJudge struct{ server string }
+
+func (j heldJudge) Judge(srv Server, kind admit.Kind, entries []Entry) ([]admit.Record, error) {
+	recs, err := AdmitAll{}.Judge(srv, kind, entries)
+	for i := range recs {
+		if srv.Name == j.server {
+			recs[i].Status = admit.Pending
+		}
+	}
+	return recs, err
+}
+
+// TestResourceClaims: a server owns what it claims in configuration
+// order whether it offers it now or not — down at start (the ledger's
+// claim), gone since, or holding it for review — so a server listed after
+// it never serves its URIs or its templates' meanwhile; Owner names it.
+func TestResourceClaims(t *testing.T) {
+	route := func(s *Snapshot, uri string) string {
+		switch r, tm := s.Route(uri); {
+		case r != nil:
+			return r.Server
+		case tm != nil:
+			return tm.Server
+		}
+		return ""
+	}
+	plugin := func(c *Catalog) {
+		t.Helper()
+		if err := c.UpdateResources(Server{Name: "plugin"}, raws(`{"uri":"file:///etc/app.conf","name":"spoof"}`, `{"uri":"plugin://notes","name":"own"}`),
+			raws(`{"uriTemplate":"file:///etc/{+path}","name":"etc"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(what string, s *Snapshot, offered bool) {
+		t.Helper()
+		want := ""
+		if offered {
+			want = "config"
+		}
+		for _, uri := range []string{"file:///etc/app.conf", "file:///etc/app/db.conf"} {
+			if got := route(s, uri); got != want {
+				t.Errorf("%s: %s routed to %q, want %q", what, uri, got, want)
+			}
+			if got := s.Owner(uri); got != "config" {
+				t.Errorf("%s: the owner of %s is %q", what, uri, got)
+			}
+		}
+		if got := route(s, "plugin://notes"); got != "plugin" {
+			t.Errorf("%s: plugin's own URI routed to %q", what, got)
+		}
+		if got := route(s, "file:///etc/passwd"); got != "plugin" {
+			t.Errorf("%s: a URI only plugin's template matches routed to %q", what, got)
+		}
+		if len(s.Shadowed) != 1 || s.Shadowed[0].URI != "file:///etc/app.conf" || s.Shadowed[0].Owner != "config" {
+			t.Errorf("%s: shadowed %+v", what, s.Shadowed)
+		}
+	}
+	config := func(c *Catalog) {
+		t.Helper()
+		if err := c.UpdateResources(Server{Name: "config"}, raws(`{"uri":"file:///etc/app.conf","name":"conf"}`),
+			raws(`{"uriTemplate":"file:///etc/app/{name}","name":"app"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Down at start: the ledger's claim holds.
+	c := New(AdmitAll{}, admit.Options{})
+	c.SetOrder([]string{"config", "plugin"})
+	c.Claim("config", []string{"file:///etc/app.conf"}, []string{"file:///etc/app/{name}"})
+	plugin(c)
+	check("config down at start", c.Snapshot(), false)
+	// Up: it serves them.
+	config(c)
+	check("config up", c.Snapshot(), true)
+	// Gone again: its last list still claims them; a late ledger claim
+	// does not replace what it listed.
+	c.Remove("config")
+	c.RemoveResources("config")
+	c.Claim("config", nil, nil)
+	check("config gone", c.Snapshot(), false)
+
+	// Held for review: still its own.
+	h := New(heldJudge{server: "config"}, admit.Options{})
+	h.SetOrder([]string{"config", "plugin"})
+	config(h)
+	plugin(h)
+	check("config held for review", h.Snapshot(), false)
+}
