@@ -24,8 +24,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/yosida95/uritemplate/v3"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/admit"
 )

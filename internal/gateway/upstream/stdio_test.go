@@ -431,7 +431,7 @@ func TestCallUnavailable(t *testing.T) {
 // in a session of its own, keeps its stderr open after it died.
 func TestExitBeforeHandshake(t *testing.T) {
 	for name, script := range map[string]string{
-		"exits":                        "echo going >&2; exit 3",
+		"exits":                         "echo going >&2; exit 3",
 		"a grandchild holds its stderr": "setsid sleep 3 </dev/null >/dev/null & echo going >&2; exit 3",
 	} {
 		t.Run(name, func(t *testing.T) {
