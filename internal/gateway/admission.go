@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -35,7 +36,7 @@ func (a gate) Judge(srv catalog.Server, kind admit.Kind, entries []catalog.Entry
 	mode := admit.FirstUse(g.cfg.Admission.FirstUse)
 	var out []admit.Record
 	var events []audit.Event
-	err := g.ledger.Transact(g.ctx, srv.Name, func(prev map[string]admit.Record) ([]admit.Record, error) {
+	err := g.ledger.Transact(g.ctx, srv.Name, func(prev map[string]admit.Record) (ledger.Changes, error) {
 		out, events = out[:0], events[:0]
 		now := g.now().UTC()
 		seen := make(map[string]bool, len(entries))
@@ -55,18 +56,34 @@ func (a gate) Judge(srv catalog.Server, kind admit.Kind, entries []catalog.Entry
 				events = append(events, admissionEvent(r, e.Digest, string(mode)))
 			}
 		}
+		removed := make([]admit.Record, 0, len(prev))
 		for key, r := range prev {
 			// Only this kind's list was read: another kind's records
 			// are not its to remove.
-			if r.Kind != kind || seen[key] || r.Status == admit.Removed {
+			if r.Kind != kind || seen[key] {
 				continue
 			}
-			r = admit.Remove(r, now)
-			out = append(out, r)
-			changed = append(changed, r)
-			events = append(events, admissionEvent(r, r.Digest, string(mode)))
+			if r.Status != admit.Removed {
+				r = admit.Remove(r, now)
+				out = append(out, r)
+				changed = append(changed, r)
+				events = append(events, admissionEvent(r, r.Digest, string(mode)))
+			}
+			removed = append(removed, r)
 		}
-		return changed, nil
+		// A server that renames its tools on every list would grow the
+		// ledger without bound: names that came and went, and that no
+		// reviewer decided anything of, are forgotten past a bound.
+		forget := admit.Forget(removed)
+		if len(forget) > 0 {
+			dropped := make(map[string]bool, len(forget))
+			for _, k := range forget {
+				dropped[k] = true
+			}
+			changed = slices.DeleteFunc(changed, func(r admit.Record) bool { return dropped[r.Key()] })
+			out = slices.DeleteFunc(out, func(r admit.Record) bool { return dropped[r.Key()] })
+		}
+		return ledger.Changes{Put: changed, Delete: forget}, nil
 	})
 	if err != nil {
 		g.log.Error("the ledger could not be updated; none of the server's "+kindPlural(kind)+" is offered",

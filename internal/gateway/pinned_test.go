@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/admit"
 	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
 	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
@@ -195,5 +198,36 @@ func TestClaimsOutliveTheServer(t *testing.T) {
 	}
 	if _, err := invoke(t, g, "plugin.embed", `{}`); codeOf(err) != CodeBadGateway {
 		t.Errorf("a result labelled with the down server's URI: %v, want -32003", err)
+	}
+}
+
+// TestChurnBoundsTheLedger: a server that lists new names on every walk
+// does not grow the ledger without bound: the removed names no reviewer
+// decided anything of are forgotten past admit.MaxRemoved.
+func TestChurnBoundsTheLedger(t *testing.T) {
+	g := pinned(t)
+	g.ctx = t.Context()
+	const round = 600
+	for gen := range 3 {
+		tools := make([]jsontext.Value, round)
+		for i := range tools {
+			tools[i] = jsontext.Value(fmt.Sprintf(`{"name":"g%d_t%d","inputSchema":{"type":"object"}}`, gen, i))
+		}
+		if err := g.catalog.Update(catalog.Server{Name: "churn"}, tools); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := g.ledger.All(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed := 0
+	for _, r := range recs {
+		if r.Status == admit.Removed {
+			removed++
+		}
+	}
+	if removed != admit.MaxRemoved || len(recs) != round+admit.MaxRemoved {
+		t.Errorf("the ledger holds %d records, %d of them removed; want %d listed and %d removed", len(recs), removed, round, admit.MaxRemoved)
 	}
 }

@@ -254,6 +254,48 @@ func Remove(prev Record, now time.Time) Record {
 	return prev
 }
 
+// MaxRemoved bounds the removed records of one kind one server keeps
+// that no reviewer's decision is in (Forgettable).
+const MaxRemoved = 1000
+
+// Forgettable reports whether a record may be forgotten to keep the
+// ledger bounded: removed, and holding nothing a reviewer decided — no
+// approval but a first-use pin, no rejected digest. Forgetting one is
+// forgetting that a name came and went: if it comes back it is judged as
+// a first use again, as it was the first time.
+func Forgettable(r Record) bool {
+	return r.Status == Removed && (r.Approval == nil || r.Approval.Mode == string(FirstUsePin)) && len(r.RejectedDigests) == 0
+}
+
+// Forget returns the keys of the records to forget so that no more than
+// MaxRemoved forgettable records of each kind remain: the longest
+// removed first.
+func Forget(recs []Record) []string {
+	byKind := map[Kind][]Record{}
+	for _, r := range recs {
+		if Forgettable(r) {
+			byKind[r.Kind] = append(byKind[r.Kind], r)
+		}
+	}
+	var out []string
+	for _, rs := range byKind {
+		if len(rs) <= MaxRemoved {
+			continue
+		}
+		slices.SortFunc(rs, func(a, b Record) int {
+			if c := a.Updated.Compare(b.Updated); c != 0 {
+				return c
+			}
+			return strings.Compare(a.Key(), b.Key())
+		})
+		for _, r := range rs[:len(rs)-MaxRemoved] {
+			out = append(out, r.Key())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Errors of review.
 var (
 	ErrNothingPending = errors.New("admit: nothing of this name waits for review")

@@ -2,6 +2,8 @@ package admit
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -189,5 +191,51 @@ func TestKeys(t *testing.T) {
 	}
 	if Key(KindTool, "docs.search") == Key(KindPrompt, "docs.search") {
 		t.Error("a tool and a prompt of one name share a key")
+	}
+}
+
+// TestForget: the ledger forgets, past MaxRemoved of a kind, the oldest
+// removed records no reviewer decided anything of — never an approval by
+// review, a rejected digest, or a record still listed.
+func TestForget(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rec := func(kind Kind, i int, mut func(*Record)) Record {
+		r := Record{Kind: kind, Qualified: fmt.Sprintf("srv.t%05d", i), Server: "srv", Name: fmt.Sprintf("t%05d", i),
+			Status: Removed, Updated: base.Add(time.Duration(i) * time.Second)}
+		if mut != nil {
+			mut(&r)
+		}
+		return r
+	}
+	keep := []Record{
+		rec(KindTool, 0, func(r *Record) { r.Approval = &Approval{By: "alice", Mode: "review"} }),
+		rec(KindTool, 1, func(r *Record) { r.RejectedDigests = []string{"d"} }),
+		rec(KindTool, 2, func(r *Record) { r.Status = Admitted }),
+		rec(KindTool, 3, func(r *Record) { r.Status = Pending }),
+	}
+	for _, r := range keep {
+		if Forgettable(r) {
+			t.Errorf("%+v is forgettable", r)
+		}
+	}
+	if !Forgettable(rec(KindTool, 4, func(r *Record) { r.Approval = &Approval{By: "first-use", Mode: string(FirstUsePin)} })) {
+		t.Error("a removed first-use pin is not forgettable")
+	}
+	recs := slices.Clone(keep)
+	const extra = 7
+	for i := range MaxRemoved + extra {
+		recs = append(recs, rec(KindTool, 10+i, nil))
+	}
+	for i := range MaxRemoved { // another kind, within its bound
+		recs = append(recs, rec(KindPrompt, 10+i, nil))
+	}
+	got := Forget(recs)
+	if len(got) != extra {
+		t.Fatalf("forgot %d records, want %d", len(got), extra)
+	}
+	for i, k := range got { // the oldest, tools only
+		if want := fmt.Sprintf("srv.t%05d", 10+i); k != want {
+			t.Errorf("forgot %s, want %s", k, want)
+		}
 	}
 }

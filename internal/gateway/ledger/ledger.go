@@ -27,15 +27,22 @@ import (
 // Store is a ledger.
 type Store interface {
 	// Transact runs fn on every record of server, by key (admit.Key), and
-	// writes the records it returns, in one transaction: all of them or,
-	// when fn or the write fails, none.
-	Transact(ctx context.Context, server string, fn func(map[string]admit.Record) ([]admit.Record, error)) error
+	// writes the records it returns and deletes the keys it names, in one
+	// transaction: all of it or, when fn or the write fails, none.
+	Transact(ctx context.Context, server string, fn func(map[string]admit.Record) (Changes, error)) error
 	// Update applies fn to the record of one key, in one
 	// transaction. ErrNotFound when there is none.
 	Update(ctx context.Context, qualified string, fn func(*admit.Record) error) error
 	// All returns every record, ordered by qualified name.
 	All(ctx context.Context) ([]admit.Record, error)
 	Close() error
+}
+
+// Changes are what a Transact writes: the records to put, and the keys
+// of the server's records to delete.
+type Changes struct {
+	Put    []admit.Record
+	Delete []string
 }
 
 // ErrNotFound is an Update of a name the ledger does not hold.
@@ -80,7 +87,7 @@ func Open(path string, wait time.Duration) (*Bolt, error) {
 // Transact implements Store. Keys are <server>.<tool> or
 // <server>.<kind>:<name> (admit.Key) and server names hold no dot, so a
 // server's records are the keys with the prefix "<server>.".
-func (b *Bolt) Transact(ctx context.Context, server string, fn func(map[string]admit.Record) ([]admit.Record, error)) error {
+func (b *Bolt) Transact(ctx context.Context, server string, fn func(map[string]admit.Record) (Changes, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -100,11 +107,19 @@ func (b *Bolt) Transact(ctx context.Context, server string, fn func(map[string]a
 		if err != nil {
 			return err
 		}
-		for _, r := range out {
+		for _, r := range out.Put {
 			if !strings.HasPrefix(r.Key(), string(prefix)) {
 				return fmt.Errorf("ledger: record %q is not of server %q", r.Key(), server)
 			}
 			if err := put(bk, r); err != nil {
+				return err
+			}
+		}
+		for _, k := range out.Delete {
+			if !strings.HasPrefix(k, string(prefix)) {
+				return fmt.Errorf("ledger: record %q is not of server %q", k, server)
+			}
+			if err := bk.Delete([]byte(k)); err != nil {
 				return err
 			}
 		}

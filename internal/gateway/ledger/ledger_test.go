@@ -65,8 +65,8 @@ func perTest[K any](mk func(t *testing.T) K) func(t *testing.T) K {
 // put writes recs through Transact of server and fails t on error.
 func put(t *testing.T, s ledger.Store, server string, recs ...admit.Record) {
 	t.Helper()
-	if err := s.Transact(t.Context(), server, func(map[string]admit.Record) ([]admit.Record, error) {
-		return recs, nil
+	if err := s.Transact(t.Context(), server, func(map[string]admit.Record) (ledger.Changes, error) {
+		return ledger.Changes{Put: recs}, nil
 	}); err != nil {
 		t.Fatal("Transact:", err)
 	}
@@ -121,9 +121,9 @@ func testStore(t *testing.T, open func(t *testing.T) ledger.Store) {
 		// A Transact sees its server's records and no other's ("srvx"
 		// shares the prefix "srv" but not "srv.").
 		var seen map[string]admit.Record
-		if err := s.Transact(t.Context(), "srv", func(prev map[string]admit.Record) ([]admit.Record, error) {
+		if err := s.Transact(t.Context(), "srv", func(prev map[string]admit.Record) (ledger.Changes, error) {
 			seen = prev
-			return nil, nil
+			return ledger.Changes{}, nil
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -138,15 +138,36 @@ func testStore(t *testing.T, open func(t *testing.T) ledger.Store) {
 		s := open(t)
 		a, b := rec("srv.a", "r1"), rec("srv.b", "r2")
 		put(t, s, "srv", a, b)
-		err := s.Transact(t.Context(), "srv", func(prev map[string]admit.Record) ([]admit.Record, error) {
+		err := s.Transact(t.Context(), "srv", func(prev map[string]admit.Record) (ledger.Changes, error) {
 			changed := prev["srv.a"]
 			changed.Reason = "changed"
-			return []admit.Record{changed, rec("srv.new", "")}, errBoom
+			return ledger.Changes{Put: []admit.Record{changed, rec("srv.new", "")}, Delete: []string{"srv.b"}}, errBoom
 		})
 		if !errors.Is(err, errBoom) {
 			t.Fatalf("Transact = %v, want fn's error", err)
 		}
 		wantAll(t, s, a, b)
+	})
+
+	t.Run("transact deletes", func(t *testing.T) {
+		s := open(t)
+		a, b, c := rec("srv.a", "r1"), rec("srv.b", "r2"), rec("srv.c", "r3")
+		put(t, s, "srv", a, b, c)
+		put(t, s, "other", rec("other.a", ""))
+		if err := s.Transact(t.Context(), "srv", func(map[string]admit.Record) (ledger.Changes, error) {
+			return ledger.Changes{Put: []admit.Record{rec("srv.d", "")}, Delete: []string{"srv.a", "srv.c", "srv.nothing"}}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		wantAll(t, s, rec("other.a", ""), b, rec("srv.d", ""))
+		for _, bad := range []string{"other.a", "srvx.a", ""} {
+			if err := s.Transact(t.Context(), "srv", func(map[string]admit.Record) (ledger.Changes, error) {
+				return ledger.Changes{Delete: []string{"srv.b", bad}}, nil
+			}); err == nil || !strings.Contains(err.Error(), "is not of server") {
+				t.Errorf("deleting %q: %v", bad, err)
+			}
+		}
+		wantAll(t, s, rec("other.a", ""), b, rec("srv.d", ""))
 	})
 
 	t.Run("record of another server refused", func(t *testing.T) {
@@ -161,8 +182,8 @@ func testStore(t *testing.T, open func(t *testing.T) ledger.Store) {
 				b := rec("srv.b", "")
 				odd := rec("srv.c", "")
 				odd.Qualified = bad
-				err := s.Transact(t.Context(), "srv", func(map[string]admit.Record) ([]admit.Record, error) {
-					return []admit.Record{changed, b, odd}, nil
+				err := s.Transact(t.Context(), "srv", func(map[string]admit.Record) (ledger.Changes, error) {
+					return ledger.Changes{Put: []admit.Record{changed, b, odd}}, nil
 				})
 				if err == nil || !strings.HasPrefix(err.Error(), "ledger: ") || !strings.Contains(err.Error(), "is not of server") {
 					t.Fatalf("Transact = %v, want a refusal", err)
@@ -211,9 +232,9 @@ func testStore(t *testing.T, open func(t *testing.T) ledger.Store) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		called := false
-		if err := s.Transact(ctx, "srv", func(map[string]admit.Record) ([]admit.Record, error) {
+		if err := s.Transact(ctx, "srv", func(map[string]admit.Record) (ledger.Changes, error) {
 			called = true
-			return []admit.Record{rec("srv.b", "")}, nil
+			return ledger.Changes{Put: []admit.Record{rec("srv.b", "")}}, nil
 		}); !errors.Is(err, context.Canceled) {
 			t.Errorf("Transact = %v", err)
 		}
@@ -276,19 +297,19 @@ func hammer(t *testing.T, stores []ledger.Store) {
 					return nil
 				})
 			} else {
-				errs <- s.Transact(context.Background(), "srv", func(prev map[string]admit.Record) ([]admit.Record, error) {
+				errs <- s.Transact(context.Background(), "srv", func(prev map[string]admit.Record) (ledger.Changes, error) {
 					c, ok := prev["srv.counter"]
 					if !ok {
-						return nil, errors.New("no counter")
+						return ledger.Changes{}, errors.New("no counter")
 					}
 					c.Reason += "t"
-					return []admit.Record{c, rec(fmt.Sprintf("srv.t%02d", i), "")}, nil
+					return ledger.Changes{Put: []admit.Record{c, rec(fmt.Sprintf("srv.t%02d", i), "")}}, nil
 				})
 			}
 		})
 		wg.Go(func() {
-			errs <- s.Transact(context.Background(), "bystander", func(prev map[string]admit.Record) ([]admit.Record, error) {
-				return []admit.Record{rec(fmt.Sprintf("bystander.t%02d", i), fmt.Sprint(len(prev)))}, nil
+			errs <- s.Transact(context.Background(), "bystander", func(prev map[string]admit.Record) (ledger.Changes, error) {
+				return ledger.Changes{Put: []admit.Record{rec(fmt.Sprintf("bystander.t%02d", i), fmt.Sprint(len(prev)))}}, nil
 			})
 		})
 	}

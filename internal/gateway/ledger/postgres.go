@@ -143,7 +143,7 @@ func (p *Postgres) migrate(ctx context.Context) error {
 // the earlier one committed, since each statement at READ COMMITTED takes
 // a fresh snapshot. Server names hold no dot; the rows read are those
 // written by Transacts of server.
-func (p *Postgres) Transact(ctx context.Context, server string, fn func(map[string]admit.Record) ([]admit.Record, error)) error {
+func (p *Postgres) Transact(ctx context.Context, server string, fn func(map[string]admit.Record) (Changes, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -178,7 +178,7 @@ func (p *Postgres) Transact(ctx context.Context, server string, fn func(map[stri
 		// refusal then costs no round trip, though the rollback alone
 		// would also undo what was written.
 		b := &pgx.Batch{}
-		for _, r := range out {
+		for _, r := range out.Put {
 			if !strings.HasPrefix(r.Key(), prefix) {
 				return fmt.Errorf("ledger: record %q is not of server %q", r.Key(), server)
 			}
@@ -187,6 +187,14 @@ func (p *Postgres) Transact(ctx context.Context, server string, fn func(map[stri
 				return fmt.Errorf("ledger: record %q: %w", r.Key(), err)
 			}
 			b.Queue(upsertSQL, r.Key(), server, v)
+		}
+		for _, k := range out.Delete {
+			if !strings.HasPrefix(k, prefix) {
+				return fmt.Errorf("ledger: record %q is not of server %q", k, server)
+			}
+		}
+		if len(out.Delete) > 0 {
+			b.Queue(`DELETE FROM bastion_ledger WHERE server = $1 AND qualified = ANY($2)`, server, out.Delete)
 		}
 		if b.Len() == 0 {
 			return nil
