@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -589,6 +590,27 @@ func TestAdmissionSharedLedger(t *testing.T) {
 	if res := gb.call("fx.shared", map[string]any{}); res.msg(t)["result"] == nil {
 		t.Fatalf("call on the other replica: %s", res.body)
 	}
+	// A session ended through one replica is ended on the other within
+	// seconds: the revocation is kept in the shared ledger.
+	s := ga.legacy("2025-11-25")
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	onB := func() int {
+		return gb.mustPost(map[string]string{"Mcp-Session-Id": s.id, "MCP-Protocol-Version": s.version}, ping).status
+	}
+	if st := onB(); st != http.StatusOK {
+		t.Fatalf("a live session on the other replica: HTTP %d", st)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, ga.url, nil)
+	req.Header.Set("Mcp-Session-Id", s.id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: HTTP %d", resp.StatusCode)
+	}
+	eventually(t, "the session ended on the other replica", func() bool { return onB() == http.StatusNotFound })
 }
 
 // TestAdmissionGoSDKClient: the official Go SDK client, a client nobody

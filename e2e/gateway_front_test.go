@@ -414,3 +414,36 @@ func awaitChangeTwoHopsDown(t *testing.T, outer *gw) {
 	})
 	structured(t, outer.call("in.fx.added", map[string]any{"x": 1}))
 }
+
+// TestGatewaySessionEndedForGood: a session a DELETE ended stays ended
+// after the gateway restarts (GATEWAY.md decision 10: the revocation is
+// kept beside the ledger), while another session of the same run lives
+// on in the next.
+func TestGatewaySessionEndedForGood(t *testing.T) {
+	mark := newMark()
+	body := "auth:\n  mode: none\npolicy:\n  rules:\n    - {id: all, tools: [\"*\"], roles: [\"*\"]}\n" +
+		fmt.Sprintf("state_dir: %q\n", t.TempDir()) + "servers:\n" + fixture("fx", mark, nil)
+	g := startGatewayWith(t, mark, body)
+	ended, kept := g.legacy("2025-11-25"), g.legacy("2025-11-25")
+	req, _ := http.NewRequest(http.MethodDelete, g.url, nil)
+	req.Header.Set("Mcp-Session-Id", ended.id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: HTTP %d", resp.StatusCode)
+	}
+	if code := g.stop(); code != 0 {
+		t.Fatalf("the gateway exited %d", code)
+	}
+	next := startGatewayWith(t, mark, body)
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	if r := next.mustPost(map[string]string{"Mcp-Session-Id": ended.id, "MCP-Protocol-Version": ended.version}, ping); r.status != http.StatusNotFound {
+		t.Errorf("the ended session after a restart: HTTP %d %s", r.status, r.body)
+	}
+	if r := next.mustPost(map[string]string{"Mcp-Session-Id": kept.id, "MCP-Protocol-Version": kept.version}, ping); r.status != http.StatusOK {
+		t.Errorf("a live session after a restart: HTTP %d %s", r.status, r.body)
+	}
+}

@@ -220,7 +220,7 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 		}
 		authn = auth.New(cfg.Auth.Static, verifier)
 	}
-	srv, err := front.New(front.Options{Config: cfg, Gateway: g, Info: info, Key: key, Logger: log, Metrics: m, Authenticator: authn})
+	srv, err := front.New(front.Options{Config: cfg, Gateway: g, Info: info, Key: key, Logger: log, Metrics: m, Authenticator: authn, Revocations: store})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "bastion gateway: %v\n", err)
 		return exitUsage

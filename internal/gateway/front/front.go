@@ -36,6 +36,7 @@ import (
 	"github.com/mcp-bastion/bastion/internal/gateway/admit"
 	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	"github.com/mcp-bastion/bastion/internal/gateway/config"
+	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
 	"github.com/mcp-bastion/bastion/internal/gateway/metrics"
 	"github.com/mcp-bastion/bastion/internal/guard"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
@@ -55,6 +56,11 @@ type Options struct {
 	// Authenticator authenticates every request; nil is allowed only
 	// under auth mode none (every caller is then Anonymous).
 	Authenticator *auth.Authenticator
+	// Revocations, when set, keeps the sessions a DELETE ended beside
+	// the ledger: read when serving starts, and every few seconds when
+	// the ledger is shared by replicas (decision 10). Unset, an ended
+	// session is ended for this process only.
+	Revocations ledger.Revocations
 }
 
 // Server is the HTTP front.
@@ -110,7 +116,7 @@ func New(opts Options) (*Server, error) {
 		cfg: opts.Config, g: opts.Gateway, enc: enc, key: opts.Key, log: log, metrics: opts.Metrics,
 		limits: guard.DefaultLimits(), allowed: allowed,
 		lister:   opts.Gateway.NewLister(enc, derive(opts.Key, "cursor")),
-		sessions: newSessions(derive(opts.Key, "session"), opts.Config.Sessions.TTL.D()),
+		sessions: newSessions(derive(opts.Key, "session"), opts.Config.Sessions.TTL.D(), opts.Revocations),
 		calls:    newCalls(),
 		asks:     newAsks(),
 		stopping: make(chan struct{}),
@@ -169,8 +175,47 @@ func (s *Server) Run(ctx context.Context, signals <-chan os.Signal) error {
 	return s.Serve(ctx, ln, signals)
 }
 
+// revocationSync is how often a replica on a shared ledger reads the
+// sessions other replicas ended.
+var revocationSync = 3 * time.Second
+
+// syncRevocations reads, until ctx ends, the sessions other replicas
+// ended since the last read.
+func (s *Server) syncRevocations(ctx context.Context, since time.Time) {
+	t := time.NewTicker(revocationSync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		next, err := s.sessions.load(ctx, since)
+		if err != nil {
+			s.log.Warn("the sessions other replicas ended could not be read", slog.String("error", err.Error()))
+			continue
+		}
+		since = next
+	}
+}
+
 // Serve is Run on a listener of the caller's.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, signals <-chan os.Signal) error {
+	// The sessions ended before this process started (by it, or by
+	// another replica) are ended here too, before the first request.
+	since, err := s.sessions.load(ctx, time.Time{})
+	if err != nil {
+		return fmt.Errorf("front: %w", err)
+	}
+	if s.sessions.store != nil && s.cfg.Admission.Ledger.Shared() {
+		syncCtx, stopSync := context.WithCancel(ctx)
+		synced := make(chan struct{})
+		go func() {
+			defer close(synced)
+			s.syncRevocations(syncCtx, since)
+		}()
+		defer func() { stopSync(); <-synced }()
+	}
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: readHeaderTimeout,

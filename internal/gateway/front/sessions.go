@@ -1,6 +1,7 @@
 package front
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcp-bastion/bastion/internal/gateway"
+	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 )
 
@@ -103,6 +105,8 @@ const (
 type sessions struct {
 	key []byte
 	ttl time.Duration
+	// store keeps the revocations beside the ledger, nil for none.
+	store ledger.Revocations
 
 	mu      sync.Mutex
 	revoked map[string]time.Time            // nonce → when its id expires anyway
@@ -111,8 +115,44 @@ type sessions struct {
 	nstream int
 }
 
-func newSessions(key []byte, ttl time.Duration) *sessions {
-	return &sessions{key: key, ttl: ttl, revoked: map[string]time.Time{}, streams: map[string]map[*notifier]string{}, owned: map[string]int{}}
+func newSessions(key []byte, ttl time.Duration, store ledger.Revocations) *sessions {
+	return &sessions{key: key, ttl: ttl, store: store, revoked: map[string]time.Time{}, streams: map[string]map[*notifier]string{}, owned: map[string]int{}}
+}
+
+// revokeTimeout bounds recording a revocation in the store.
+const revokeTimeout = 5 * time.Second
+
+// load takes in the revocations the store recorded since since, and
+// returns the time to read from next.
+func (s *sessions) load(ctx context.Context, since time.Time) (time.Time, error) {
+	if s.store == nil {
+		return since, nil
+	}
+	rs, next, err := s.store.Revoked(ctx, since)
+	if err != nil {
+		return since, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range rs {
+		if len(s.revoked) >= maxRevoked {
+			s.dropExpired(time.Now())
+		}
+		if len(s.revoked) < maxRevoked {
+			s.revoked[r.Nonce] = r.Until
+		}
+	}
+	return next, nil
+}
+
+// dropExpired forgets the revocations of ids that expired anyway; s.mu
+// is held.
+func (s *sessions) dropExpired(now time.Time) {
+	for n, until := range s.revoked {
+		if now.After(until) {
+			delete(s.revoked, n)
+		}
+	}
 }
 
 // ownerOf is what a session id binds its principal by: a digest of the
@@ -175,24 +215,31 @@ func (s *sessions) open(id string, owner []byte) (session, error) {
 	return session{version: version, nonce: nonce, issued: issued, caps: caps}, nil
 }
 
-// revoke ends a session: its id is refused from now on, and its streams
-// close. It reports false, and ends nothing, when the revocations still
-// running fill their bound: a DELETE is then refused rather than
-// answered as done while the id stays valid.
-func (s *sessions) revoke(ss session) bool {
+// revoke ends a session: its id is refused from now on, here and — once
+// the store has it — after a restart and on every replica, and its
+// streams close. It reports false, and ends nothing, when the
+// revocations still running fill their bound or the store cannot record
+// it: a DELETE is then refused rather than answered as done while the id
+// stays valid.
+func (s *sessions) revoke(ctx context.Context, ss session) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := time.Now()
 	if len(s.revoked) >= maxRevoked {
-		for n, until := range s.revoked {
-			if now.After(until) {
-				delete(s.revoked, n)
-			}
-		}
+		s.dropExpired(time.Now())
 	}
-	if len(s.revoked) >= maxRevoked {
+	full := len(s.revoked) >= maxRevoked
+	s.mu.Unlock()
+	if full {
 		return false
 	}
+	if s.store != nil {
+		ctx, cancel := context.WithTimeout(ctx, revokeTimeout)
+		defer cancel()
+		if err := s.store.Revoke(ctx, ledger.Revocation{Nonce: ss.nonce, Until: ss.issued.Add(s.ttl)}); err != nil {
+			return false
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.revoked[ss.nonce] = ss.issued.Add(s.ttl)
 	for ch, principal := range s.streams[ss.nonce] {
 		close(ch.wake)

@@ -35,6 +35,9 @@ type Store interface {
 	Update(ctx context.Context, qualified string, fn func(*admit.Record) error) error
 	// All returns every record, ordered by qualified name.
 	All(ctx context.Context) ([]admit.Record, error)
+	// Revocations keeps the legacy sessions a DELETE ended beside the
+	// records, so that they stay ended wherever the ledger is read.
+	Revocations
 	Close() error
 }
 

@@ -250,6 +250,51 @@ func testStore(t *testing.T, open func(t *testing.T) ledger.Store) {
 		wantAll(t, s, rec("srv.a", ""))
 	})
 
+	t.Run("revocations", func(t *testing.T) {
+		s := open(t)
+		rv, ok := s.(ledger.Revocations)
+		if !ok {
+			t.Fatalf("%T keeps no revocations", s)
+		}
+		ctx := t.Context()
+		now := time.Now()
+		for _, r := range []ledger.Revocation{{Nonce: "live", Until: now.Add(time.Hour)}, {Nonce: "expired", Until: now.Add(-time.Second)}} {
+			if err := rv.Revoke(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, next, err := rv.Revoked(ctx, time.Time{})
+		if err != nil || len(got) != 1 || got[0].Nonce != "live" || !got[0].Until.Equal(now.Add(time.Hour).Truncate(time.Microsecond)) && !got[0].Until.Equal(now.Add(time.Hour)) {
+			t.Fatalf("Revoked = %v, %v", got, err)
+		}
+		if err := rv.Revoke(ctx, ledger.Revocation{Nonce: "later", Until: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err = rv.Revoked(ctx, next)
+		nonces := map[string]bool{}
+		for _, r := range got {
+			nonces[r.Nonce] = true
+		}
+		if err != nil || !nonces["later"] || nonces["expired"] {
+			t.Errorf("Revoked since the last read = %v, %v", got, err)
+		}
+		// Revoking again is no error, and the revocation survives a reopen.
+		if err := rv.Revoke(ctx, ledger.Revocation{Nonce: "live", Until: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal("Close:", err)
+		}
+		got, _, err = open(t).(ledger.Revocations).Revoked(ctx, time.Time{})
+		nonces = map[string]bool{}
+		for _, r := range got {
+			nonces[r.Nonce] = true
+		}
+		if err != nil || len(got) != 2 || !nonces["live"] || !nonces["later"] {
+			t.Errorf("after a reopen: %v, %v", got, err)
+		}
+	})
+
 	t.Run("persists across reopen", func(t *testing.T) {
 		s := open(t)
 		a, b := rec("srv.a", "r1"), rec("other.b", "r2")

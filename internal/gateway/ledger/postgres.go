@@ -111,17 +111,23 @@ func (p *Postgres) migrate(ctx context.Context) error {
 			return fmt.Errorf("ledger: create schema: %w", err)
 		}
 		// A fresh snapshot, taken after the lock: a table another opener
-		// created while this one waited is seen.
-		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT to_regclass('bastion_ledger') IS NOT NULL`).Scan(&exists); err != nil {
-			return fmt.Errorf("ledger: create schema: %w", err)
-		}
-		if exists {
-			return nil
-		}
-		for _, stmt := range schema {
-			if _, err := tx.Exec(ctx, stmt); err != nil {
+		// created while this one waited is seen. Each table is created
+		// only when it is missing (the revocations' table came later).
+		for _, t := range []struct {
+			name  string
+			stmts []string
+		}{{"bastion_ledger", schema}, {"bastion_revoked", []string{revokedSchema}}} {
+			var exists bool
+			if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, t.name).Scan(&exists); err != nil {
 				return fmt.Errorf("ledger: create schema: %w", err)
+			}
+			if exists {
+				continue
+			}
+			for _, stmt := range t.stmts {
+				if _, err := tx.Exec(ctx, stmt); err != nil {
+					return fmt.Errorf("ledger: create schema: %w", err)
+				}
 			}
 		}
 		return nil
