@@ -854,6 +854,20 @@ func TestGatewayCheckAndStart(t *testing.T) {
 	if _, errOut, code := runBastion(t, env, "gateway", "--check", "--config", path); code != 0 || !strings.Contains(errOut, "configuration OK (1 server: fx)") {
 		t.Errorf("--check: exit %d: %s", code, errOut)
 	}
+	// --stdio authenticates no HTTP caller: the callers' tokens need not
+	// be set (a desktop client's configuration need not carry them), but
+	// the HTTP front still needs them.
+	withPrincipal := filepath.Join(dir, "stdio.yaml")
+	if err := os.WriteFile(withPrincipal, []byte(strings.Replace(cfg, "tokens_env: E2E_TOKENS\n", "tokens_env: E2E_TOKENS\n  stdio_principal: {subject: desk, roles: [viewer]}\n", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noTokens := baseEnv("MCP_GATEWAY_SESSION_KEY=" + gwSessionKey)
+	if _, errOut, code := runBastion(t, noTokens, "gateway", "--check", "--stdio", "--config", withPrincipal); code != 0 {
+		t.Errorf("--check --stdio without the callers' tokens: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := runBastion(t, noTokens, "gateway", "--check", "--config", withPrincipal); code != 2 || !strings.Contains(errOut, "auth.tokens_env") {
+		t.Errorf("--check without the callers' tokens: exit %d: %s", code, errOut)
+	}
 	_, errOut, code := runBastion(t, env, "gateway", "--config", path)
 	if code != 1 || !strings.Contains(errOut, "bastion gateway: listen:") || strings.Contains(errOut, "gateway listening") {
 		t.Errorf("a port in use: exit %d: %s", code, errOut)

@@ -92,7 +92,9 @@ func admitCmd(ctx context.Context, args []string, e env) int {
 		fmt.Fprintln(e.stderr, "bastion admit: --config FILE is required")
 		return exitUsage
 	}
-	load := gwconfig.Load
+	// Discovery starts the servers but authenticates no caller: the
+	// HTTP callers' tokens need not be set.
+	load := gwconfig.LoadWithoutCallers
 	if *dir == "" {
 		// Review starts no server and authenticates no caller: the
 		// credentials the configuration refers to need not be in the

@@ -67,7 +67,13 @@ Flags:
   --config FILE   the YAML configuration (see examples/gateway/)
   --check         validate the configuration, then exit
   --stdio         serve one client on stdin/stdout instead of HTTP; it is
-                  auth.stdio_principal (required unless auth mode is none)
+                  auth.stdio_principal (required unless auth mode is none),
+                  and the HTTP callers' tokens (auth.tokens_env) need not
+                  be set
+
+Relative paths in the file (commands, state_dir, the audit file) are
+relative to the directory the gateway is started in: a desktop client
+that starts "bastion gateway --stdio" needs absolute ones.
 
 Secrets are never written in the file: ${NAME} references are resolved
 from the environment when the gateway starts. The key that seals legacy
@@ -97,7 +103,14 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 		return exitUsage
 	}
 	getenv := lookupIn(e.environ)
-	cfg, err := gwconfig.Load(*path, getenv)
+	load := gwconfig.Load
+	if *stdioMode {
+		// Its one client is auth.stdio_principal: the HTTP callers'
+		// tokens are not read, so a desktop client's configuration need
+		// not carry them.
+		load = gwconfig.LoadWithoutCallers
+	}
+	cfg, err := load(*path, getenv)
 	if err != nil {
 		fmt.Fprintln(e.stderr, "bastion gateway: invalid configuration:")
 		for _, line := range splitJoined(err) {

@@ -61,8 +61,8 @@ func (v *validator) auth(c *Config) {
 		switch val, ok := v.getenv(a.TokensEnv); {
 		case !envName.MatchString(a.TokensEnv):
 			v.fail("auth.tokens_env", "must be an environment variable name")
-		case v.offline:
-			// Nobody is authenticated: the tokens are not read.
+		case v.offline, v.noCallers:
+			// No HTTP caller is authenticated: the tokens are not read.
 		case !ok || val == "":
 			v.fail("auth.tokens_env", "names %s, which is not set or empty", a.TokensEnv)
 		default:

@@ -367,12 +367,30 @@ func LoadOffline(path string, getenv func(string) (string, bool)) (*Config, erro
 	return parse(data, getenv, true)
 }
 
+// LoadWithoutCallers is Load for a command that starts the downstream
+// servers but authenticates no HTTP caller (gateway --stdio, whose one
+// client is auth.stdio_principal; admit --evidence): auth.tokens_env need
+// not be set, so a desktop client's configuration need not carry the
+// HTTP callers' tokens. Everything else is resolved and validated as
+// Load does.
+func LoadWithoutCallers(path string, getenv func(string) (string, bool)) (*Config, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := parseWith(data, &validator{getenv: getenv, noCallers: true})
+	return c, err
+}
+
 func parse(data []byte, getenv func(string) (string, bool), offline bool) (*Config, error) {
+	return parseWith(data, &validator{getenv: getenv, offline: offline})
+}
+
+func parseWith(data []byte, v *validator) (*Config, error) {
 	c := &Config{}
 	if err := parseYAML(data, c); err != nil {
 		return nil, err
 	}
-	v := &validator{getenv: getenv, offline: offline}
 	c.defaults()
 	v.check(c)
 	if len(v.errs) > 0 {
@@ -479,6 +497,9 @@ func (c *Config) defaults() {
 
 // validator collects errors.
 type validator struct {
+	// noCallers validates for a command that authenticates no HTTP
+	// caller: the tokens of auth.tokens_env are not read.
+	noCallers bool
 	// offline validates for a command that starts no downstream and
 	// authenticates no caller: the credentials the file refers to need
 	// not be in the environment.
