@@ -447,3 +447,27 @@ func TestGatewaySessionEndedForGood(t *testing.T) {
 		t.Errorf("a live session after a restart: HTTP %d %s", r.status, r.body)
 	}
 }
+
+// TestGatewayProbesAnyHost: /healthz and /readyz answer a GET whatever
+// its Host (a kubelet asks by the pod's address), while the MCP endpoint
+// refuses a foreign Host, naming the one it serves.
+func TestGatewayProbesAnyHost(t *testing.T) {
+	mark := newMark()
+	g := startGateway(t, mark, fixture("fx", mark, nil), "")
+	for _, path := range []string{"/healthz", "/readyz"} {
+		req, _ := http.NewRequest(http.MethodGet, g.base+path, nil)
+		req.Host = "10.1.2.3:8080"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s by the pod's address: HTTP %d", path, resp.StatusCode)
+		}
+	}
+	r := g.postHost("10.1.2.3:8080", modernHeaders("tools/list", ""), modernBody(1, "tools/list", nil))
+	if public := strings.TrimPrefix(g.base, "http://"); r.status != http.StatusForbidden || !strings.Contains(string(r.body), "("+public+")") {
+		t.Errorf("the MCP endpoint by another Host: HTTP %d %s", r.status, r.body)
+	}
+}

@@ -137,6 +137,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.buildMetadata()
 	mux := http.NewServeMux()
+	// Other methods of the probes' paths get 405 (after the guard).
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc(opts.Config.Path, s.mcp)
@@ -144,7 +145,15 @@ func New(opts Options) (*Server, error) {
 		mux.HandleFunc("GET "+wellKnown, s.resourceMetadata)
 		mux.HandleFunc("GET "+wellKnown+opts.Config.Path, s.resourceMetadata)
 	}
-	s.handler = s.guard(mux)
+	// The probes answer whatever Host they are asked by: a kubelet or a
+	// load balancer asks by the pod's address, and what they say (alive,
+	// ready) is nothing a rebound DNS name could use. Everything else
+	// goes through the Host and Origin guard.
+	top := http.NewServeMux()
+	top.HandleFunc("GET /healthz", s.healthz)
+	top.HandleFunc("GET /readyz", s.readyz)
+	top.Handle("/", s.guard(mux))
+	s.handler = top
 	return s, nil
 }
 
@@ -291,6 +300,7 @@ func derive(key []byte, use string) []byte {
 type allowedOrigins struct {
 	hosts  map[string]bool
 	origin string
+	public string // the public URL's host, as a refusal names it
 }
 
 func allowedFor(cfg *config.Config) (allowedOrigins, error) {
@@ -298,7 +308,7 @@ func allowedFor(cfg *config.Config) (allowedOrigins, error) {
 	if err != nil {
 		return allowedOrigins{}, fmt.Errorf("front: public_url: %w", err)
 	}
-	a := allowedOrigins{hosts: map[string]bool{asciiLower(u.Host): true}, origin: asciiLower(u.Scheme + "://" + u.Host)}
+	a := allowedOrigins{hosts: map[string]bool{asciiLower(u.Host): true}, origin: asciiLower(u.Scheme + "://" + u.Host), public: u.Host}
 	a.hosts[asciiLower(cfg.Listen)] = true
 	return a, nil
 }
@@ -309,12 +319,12 @@ func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.allowed.hosts[asciiLower(r.Host)] {
 			s.log.Warn("request refused: Host is not the gateway's", slog.String("remote", r.RemoteAddr))
-			http.Error(w, "Forbidden: Host is not this gateway's public address", http.StatusForbidden)
+			http.Error(w, "Forbidden: Host is not this gateway's public address ("+s.allowed.public+")", http.StatusForbidden)
 			return
 		}
 		if o := r.Header.Get("Origin"); o != "" && asciiLower(o) != s.allowed.origin {
 			s.log.Warn("request refused: Origin is not the gateway's", slog.String("remote", r.RemoteAddr))
-			http.Error(w, "Forbidden: Origin is not this gateway's", http.StatusForbidden)
+			http.Error(w, "Forbidden: Origin is not this gateway's ("+s.allowed.origin+")", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
