@@ -105,6 +105,11 @@ type StaticToken struct {
 	Roles   []string
 }
 
+// MinTokenLength is the shortest bearer token MCP_GATEWAY_TOKENS may
+// hold: 16 characters (the failure limit per address slows guessing; it
+// does not make a short token safe).
+const MinTokenLength = 16
+
 // ParseTokensEnv reads MCP_GATEWAY_TOKENS in seed 002's form: a JSON
 // object of token → role, or token → {"sub": ..., "role": ...} ("roles",
 // a list, is accepted too). A token given without a subject is named by
@@ -162,6 +167,9 @@ func tokensSyntax(n int, err error) error {
 func staticEntry(tok string, spec jsontext.Value) (StaticToken, error) {
 	if !token68(tok) {
 		return StaticToken{}, errors.New("the token is not a valid bearer token")
+	}
+	if len(tok) < MinTokenLength {
+		return StaticToken{}, fmt.Errorf("the token is shorter than %d characters, and could be guessed (make one with: openssl rand -hex 24)", MinTokenLength)
 	}
 	st := StaticToken{SHA256: sha256.Sum256([]byte(tok))}
 	switch spec.Kind() {

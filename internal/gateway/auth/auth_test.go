@@ -62,7 +62,7 @@ func errorsAs(err error, e **Error) bool {
 }
 
 func TestStaticTokens(t *testing.T) {
-	toks, err := ParseTokensEnv(`{"tok-viewer":"viewer","tok-admin":{"sub":"alice@example.com","role":"admin"},"tok-multi":{"sub":"m","roles":["a","b"]}}`)
+	toks, err := ParseTokensEnv(`{"tok-viewer-0123456789":"viewer","tok-admin-0123456789":{"sub":"alice@example.com","role":"admin"},"tok-multi-0123456789":{"sub":"m","roles":["a","b"]}}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,9 +73,9 @@ func TestStaticTokens(t *testing.T) {
 		subject string
 		roles   string
 	}{
-		{[]string{"Bearer tok-admin"}, "alice@example.com", "admin"},
-		{[]string{"bearer tok-multi"}, "m", "a,b"},
-		{[]string{"Bearer tok-viewer"}, "token-" + hexPrefix("tok-viewer"), "viewer"},
+		{[]string{"Bearer tok-admin-0123456789"}, "alice@example.com", "admin"},
+		{[]string{"bearer tok-multi-0123456789"}, "m", "a,b"},
+		{[]string{"Bearer tok-viewer-0123456789"}, "token-" + hexPrefix("tok-viewer-0123456789"), "viewer"},
 	} {
 		p, err := a.Authenticate(ctx, tc.h)
 		if err != nil || p.Subject != tc.subject || strings.Join(p.Roles, ",") != tc.roles || p.Issuer != IssuerStatic {
@@ -87,7 +87,7 @@ func TestStaticTokens(t *testing.T) {
 			t.Errorf("Policy() = %+v", pp)
 		}
 	}
-	for _, h := range [][]string{nil, {"Bearer TOK-ADMIN"}, {"Bearer tok-admin "}, {"Bearer tok-admi"}, {"Bearer tok-admin", "Bearer tok-admin"}} {
+	for _, h := range [][]string{nil, {"Bearer TOK-ADMIN-0123456789"}, {"Bearer tok-admin-0123456789 "}, {"Bearer tok-admin-012345678"}, {"Bearer tok-admin-0123456789", "Bearer tok-admin-0123456789"}} {
 		if p, err := a.Authenticate(ctx, h); err == nil {
 			t.Errorf("Authenticate(%q) = %+v", h, p)
 		} else if strings.Contains(err.Error(), "tok-") {
@@ -107,17 +107,24 @@ func hexPrefix(tok string) string {
 }
 
 func TestParseTokensEnvErrors(t *testing.T) {
+	const tok = "secret-token-0123456789"
 	for _, v := range []string{``, `[]`, `{}`, `{"t":""}`, `{"t":{"sub":"x"}}`, `{"t":{"role":"a,b"}}`, `{"t":{"role":"a","extra":1}}`, `{"a b":"r"}`,
 		// A token or a member named twice, or a member in another case:
 		// one entry would quietly take another's place.
 		`{"t":"admin","t":"viewer"}`, `{"t":{"role":"viewer","role":"admin"}}`, `{"t":{"sub":"x","role":"viewer","ROLE":"admin"}}`,
-		`{"t":{"Role":"admin"}}`, `{"t":"a"} {}`, `{"t":"a"`, `{"t":7}`, `{"t":["a"]}`} {
+		`{"t":{"Role":"admin"}}`, `{"t":"a"} {}`, `{"t":"a"`, `{"t":7}`, `{"t":["a"]}`,
+		// A token that could be guessed.
+		`{"short-token-012":"admin"}`} {
+		v = strings.ReplaceAll(v, `"t"`, `"`+tok+`"`)
 		_, err := ParseTokensEnv(v)
 		if err == nil {
 			t.Errorf("ParseTokensEnv(%q) accepted", v)
-		} else if strings.Contains(err.Error(), `"t"`) {
+		} else if strings.Contains(err.Error(), tok) || strings.Contains(err.Error(), "short-token") {
 			t.Errorf("the error quotes a token: %v", err)
 		}
+	}
+	if _, err := ParseTokensEnv(`{"short-token-0123":"admin"}`); err != nil {
+		t.Errorf("a token of %d characters: %v", MinTokenLength, err)
 	}
 }
 

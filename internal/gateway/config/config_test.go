@@ -207,7 +207,7 @@ func TestByteSize(t *testing.T) {
 func TestAuthResolved(t *testing.T) {
 	y := "auth:\n  tokens:\n    - {sha256: " + strings.Repeat("0f", 32) + ", subject: ops, roles: [admin, viewer]}\n  tokens_env: TOKS\n" +
 		"policy:\n  rules:\n    - {id: all, tools: [\"*\"], roles: [\"*\"]}\n  filter_tools_list: false\n  rate: {per_principal: 10/s}\nservers:\n  - name: a\n    command: [x]\n"
-	c, err := Parse([]byte(y), env(map[string]string{"TOKS": `{"tok-v":"viewer"}`}))
+	c, err := Parse([]byte(y), env(map[string]string{"TOKS": `{"tok-viewer-0123456789":"viewer"}`}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestAuthResolved(t *testing.T) {
 // per_principal: off turns it off.
 func TestDefaultRate(t *testing.T) {
 	tokens := "auth:\n  tokens_env: TOKS\nservers:\n  - name: a\n    command: [x]\n"
-	getenv := env(map[string]string{"TOKS": `{"tok-v":"viewer"}`})
+	getenv := env(map[string]string{"TOKS": `{"tok-viewer-0123456789":"viewer"}`})
 	for _, tc := range []struct {
 		name, yaml string
 		every      time.Duration
