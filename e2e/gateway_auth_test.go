@@ -868,6 +868,17 @@ func TestGatewayCheckAndStart(t *testing.T) {
 	if _, errOut, code := runBastion(t, noTokens, "gateway", "--check", "--config", withPrincipal); code != 2 || !strings.Contains(errOut, "auth.tokens_env") {
 		t.Errorf("--check without the callers' tokens: exit %d: %s", code, errOut)
 	}
+	// A server whose command cannot be started is told at --check, not
+	// found at run time as a server that fails closed.
+	for _, command := range []string{`["bin/no-such-server"]`, `["no-such-server-on-path"]`, fmt.Sprintf("[%q]", dir)} {
+		bad := filepath.Join(dir, "bad.yaml")
+		if err := os.WriteFile(bad, []byte(fmt.Sprintf("auth:\n  tokens_env: E2E_TOKENS\n%sservers:\n  - name: fx\n    command: %s\n", authPolicy, command)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, errOut, code := runBastion(t, env, "gateway", "--check", "--config", bad); code != 2 || !strings.Contains(errOut, "servers[0].command[0]: ") {
+			t.Errorf("--check of the command %s: exit %d: %s", command, code, errOut)
+		}
+	}
 	_, errOut, code := runBastion(t, env, "gateway", "--config", path)
 	if code != 1 || !strings.Contains(errOut, "bastion gateway: listen:") || strings.Contains(errOut, "gateway listening") {
 		t.Errorf("a port in use: exit %d: %s", code, errOut)

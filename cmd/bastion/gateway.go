@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -128,6 +129,13 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 		return exitUsage
 	}
 	if *check {
+		if missing := missingCommands(cfg, getenv); len(missing) > 0 {
+			fmt.Fprintln(e.stderr, "bastion gateway: invalid configuration:")
+			for _, m := range missing {
+				fmt.Fprintf(e.stderr, "  %s\n", m)
+			}
+			return exitUsage
+		}
 		fmt.Fprintf(e.stderr, "bastion gateway: configuration OK (%s: %s)\n", plural(len(cfg.Servers), "server"), serverNames(cfg))
 		return exitOK
 	}
@@ -344,6 +352,60 @@ func sessionKey(cfg *gwconfig.Config, getenv func(string) (string, bool)) ([]byt
 func gatewayLogger(cfg *gwconfig.Config, w io.Writer) *slog.Logger {
 	levels := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
 	return config.NewLogger(w, levels[cfg.Log.Level], cfg.Log.Format)
+}
+
+// missingCommands says, for --check, which stdio servers' commands could
+// not be started here: a path (relative to the server's dir, else to the
+// working directory) that is no executable file, or a name PATH does not
+// hold. A server that cannot start fails closed at run time, so --check is
+// where it is told.
+func missingCommands(cfg *gwconfig.Config, getenv func(string) (string, bool)) []string {
+	var out []string
+	for i, s := range cfg.Servers {
+		if !s.Stdio() {
+			continue
+		}
+		name := s.Command[0]
+		where := fmt.Sprintf("servers[%d].command[0]", i)
+		if !strings.Contains(name, "/") {
+			path, _ := getenv("PATH")
+			if !onPath(name, path) {
+				out = append(out, fmt.Sprintf("%s: %s is not on PATH", where, name))
+			}
+			continue
+		}
+		full, base := name, ""
+		if !filepath.IsAbs(full) {
+			base = s.Dir
+			if base == "" {
+				base, _ = os.Getwd()
+			}
+			full = filepath.Join(base, name)
+		}
+		switch fi, err := os.Stat(full); {
+		case err != nil && base != "":
+			out = append(out, fmt.Sprintf("%s: %s does not exist (a relative path is relative to %s)", where, name, base))
+		case err != nil:
+			out = append(out, fmt.Sprintf("%s: %s does not exist", where, name))
+		case fi.IsDir() || fi.Mode().Perm()&0o111 == 0:
+			out = append(out, fmt.Sprintf("%s: %s is not an executable file", where, name))
+		}
+	}
+	return out
+}
+
+// onPath reports whether an executable file name is in one of path's
+// directories.
+func onPath(name, path string) bool {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && !fi.IsDir() && fi.Mode().Perm()&0o111 != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // plural is n things: "1 server", "2 servers".
