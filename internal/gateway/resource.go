@@ -159,6 +159,16 @@ func (g *Gateway) decideRead(p auth.Principal, server, uri string, spelled bool)
 // in normal form (catalog.NotNormal; an exact URI is the downstream's own
 // spelling and is not judged), -32001 when the rule refuses.
 func (g *Gateway) routeRead(p auth.Principal, uri string, ev *audit.Event) (string, error) {
+	// A URI is a name, bounded as a listed one is: a caller's URI of
+	// megabytes would cost its size in template matching before any rule
+	// refused it, and be held for as long as a subscription lives.
+	if len(uri) > catalog.MaxURI {
+		ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "uri_too_long", jsonrpc.CodeInvalidParams
+		g.audit.Record(*ev)
+		data, _ := json.Marshal(map[string]any{"reason": "uri_too_long", "max_uri_bytes": catalog.MaxURI})
+		return "", &Error{Code: jsonrpc.CodeInvalidParams, Status: http.StatusOK,
+			Message: fmt.Sprintf("Invalid params: the URI is longer than %d bytes", catalog.MaxURI), Data: data}
+	}
 	r, t := g.catalog.Snapshot().Route(uri)
 	var server string
 	switch {

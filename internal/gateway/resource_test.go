@@ -299,3 +299,25 @@ func TestCheckEmbedded(t *testing.T) {
 		t.Errorf("parsePromptResult: embedded %v, %v", embedded, err)
 	}
 }
+
+// TestRouteReadURITooLong: a caller's URI past catalog.MaxURI is refused
+// before any template is matched or rule decided (a read, a subscription
+// and a listen all route through here), audited without the URI.
+func TestRouteReadURITooLong(t *testing.T) {
+	g, buf := resourceGateway(t, []string{"docs"}, map[string][2][]string{"docs": {nil, {"file:///srv/docs/{+path}"}}},
+		[]policy.Rule{{ID: "docs", Resources: []string{"docs:*"}, Roles: []string{"*"}}})
+	viewer := auth.Principal{Subject: "v", Roles: []string{"viewer"}}
+	long := "file:///srv/docs/" + strings.Repeat("a", catalog.MaxURI)
+	var ev audit.Event
+	_, err := g.routeRead(viewer, long, &ev)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != jsonrpc.CodeInvalidParams || !strings.Contains(string(e.Data), `"uri_too_long"`) {
+		t.Fatalf("a URI of %d bytes: %v", len(long), err)
+	}
+	if a := buf.String(); !strings.Contains(a, `"reason":"uri_too_long"`) || strings.Contains(a, "aaaa") {
+		t.Errorf("audit %s", a)
+	}
+	if _, err := g.routeRead(viewer, long[:catalog.MaxURI], &ev); err != nil {
+		t.Errorf("a URI of %d bytes: %v", catalog.MaxURI, err)
+	}
+}
