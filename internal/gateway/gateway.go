@@ -81,7 +81,7 @@ type downstream struct {
 	// started closes once conn is set: the connector's callbacks can
 	// come before StartStdio or NewHTTP has returned.
 	started  chan struct{}
-	inflight chan struct{} // one token per call in flight
+	slots    *slots // the requests in flight, a share per principal
 
 	mu      sync.Mutex
 	walking bool      // a walk is in flight
@@ -129,7 +129,7 @@ func New(cfg *config.Config, log *slog.Logger) *Gateway {
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	for _, s := range cfg.Servers {
 		d := &downstream{g: g, name: s.Name, cfg: s, started: make(chan struct{}),
-			inflight: make(chan struct{}, cfg.Limits.InflightPerDownstream)}
+			slots: newSlots(cfg.Limits.InflightPerDownstream)}
 		g.servers[s.Name] = d
 		g.order = append(g.order, s.Name)
 	}

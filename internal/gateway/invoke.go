@@ -387,12 +387,11 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, from *res
 	timeout := d.cfg.Timeout.D()
 	dctx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
 	defer cancel()
-	select {
-	case d.inflight <- struct{}{}:
-		defer func() { <-d.inflight }()
-	case <-dctx.Done():
+	release, err := d.slots.acquire(dctx, c.Principal)
+	if err != nil {
 		return nil, g.callError(ctx, dctx, log, t.Server, t.Qualified, context.Cause(dctx))
 	}
+	defer release()
 	start := time.Now()
 	var downstreamTime time.Duration
 	opts := upstream.CallOptions{

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcp-bastion/bastion/internal/gateway/admit"
 	"github.com/mcp-bastion/bastion/internal/gateway/audit"
+	"github.com/mcp-bastion/bastion/internal/gateway/auth"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
 	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
@@ -229,5 +230,47 @@ func TestChurnBoundsTheLedger(t *testing.T) {
 	}
 	if removed != admit.MaxRemoved || len(recs) != round+admit.MaxRemoved {
 		t.Errorf("the ledger holds %d records, %d of them removed; want %d listed and %d removed", len(recs), removed, round, admit.MaxRemoved)
+	}
+}
+
+// TestSlotsShared: one principal holds at most a quarter of a server's
+// in-flight slots, so another principal's call still gets one while the
+// first loops slow calls; the gateway's own principals (auth mode none,
+// --stdio) may take them all.
+func TestSlotsShared(t *testing.T) {
+	s := newSlots(8)
+	bob := auth.Principal{Subject: "bob", Issuer: auth.IssuerStatic}
+	alice := auth.Principal{Subject: "alice", Issuer: auth.IssuerStatic}
+	quick, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	var held []func()
+	for range 2 {
+		release, err := s.acquire(t.Context(), bob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, release)
+	}
+	if _, err := s.acquire(quick, bob); err == nil {
+		t.Fatal("bob took a third of eight slots, past his share of two")
+	}
+	release, err := s.acquire(t.Context(), alice)
+	if err != nil {
+		t.Fatalf("alice while bob holds his share: %v", err)
+	}
+	release()
+	for _, r := range held {
+		r()
+	}
+	anonymous := auth.Principal{Subject: "anonymous", Issuer: "none"}
+	for range 8 {
+		if _, err := s.acquire(t.Context(), anonymous); err != nil {
+			t.Fatalf("the one principal of auth mode none: %v", err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.shares) != 0 {
+		t.Errorf("shares left behind: %v", s.shares)
 	}
 }

@@ -217,12 +217,11 @@ func (g *Gateway) getPrompt(ctx context.Context, c PromptGet, p *catalog.Prompt,
 	params = append(params, '}')
 	dctx, cancel := context.WithTimeoutCause(ctx, d.cfg.Timeout.D(), errCallTimeout)
 	defer cancel()
-	select {
-	case d.inflight <- struct{}{}:
-		defer func() { <-d.inflight }()
-	case <-dctx.Done():
+	release, err := d.slots.acquire(dctx, c.Principal)
+	if err != nil {
 		return nil, 0, g.callError(ctx, dctx, log, p.Server, p.Qualified, context.Cause(dctx))
 	}
+	defer release()
 	start := time.Now()
 	raw, err := d.conn.Call(dctx, "prompts/get", params, upstream.CallOptions{
 		Name:     p.Name,

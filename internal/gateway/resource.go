@@ -218,12 +218,11 @@ func (g *Gateway) readResource(ctx context.Context, c ResourceRead, server strin
 	params = append(params, '}')
 	dctx, cancel := context.WithTimeoutCause(ctx, d.cfg.Timeout.D(), errCallTimeout)
 	defer cancel()
-	select {
-	case d.inflight <- struct{}{}:
-		defer func() { <-d.inflight }()
-	case <-dctx.Done():
+	release, err := d.slots.acquire(dctx, c.Principal)
+	if err != nil {
 		return nil, 0, g.callError(ctx, dctx, log, server, "resources/read", context.Cause(dctx))
 	}
+	defer release()
 	start := time.Now()
 	raw, err := d.conn.Call(dctx, "resources/read", params, upstream.CallOptions{
 		Name:     c.URI,

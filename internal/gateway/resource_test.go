@@ -246,7 +246,7 @@ func TestReadResourceContents(t *testing.T) {
 		{`{"contents":[{"uri":"evil://other","text":"ok"},{"uri":"evil://hidden/x","text":"not for a viewer"}]}`, CodeBadGateway},
 	} {
 		g.servers["evil"] = &downstream{g: g, name: "evil", cfg: config.Server{Timeout: config.Duration(time.Second)},
-			conn: fakeConn{tc.result}, inflight: make(chan struct{}, 1)}
+			conn: fakeConn{tc.result}, slots: newSlots(1)}
 		logs.Reset()
 		contents, err := g.ReadResource(t.Context(), ResourceRead{URI: "evil://other", Principal: viewer})
 		if codeOf(err) != tc.code || (err == nil) != (contents != nil) {

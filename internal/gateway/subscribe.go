@@ -397,13 +397,12 @@ func (g *Gateway) forwardSubscription(ctx context.Context, c SubscribeRequest, s
 	// A subscription is a call to the server like any other: it takes a
 	// slot of the server's in-flight bound, so that a listen naming many
 	// resources cannot send the server more at once than calls may.
-	select {
-	case d.inflight <- struct{}{}:
-		defer func() { <-d.inflight }()
-	case <-dctx.Done():
+	release, err := d.slots.acquire(dctx, c.Principal)
+	if err != nil {
 		return g.callError(ctx, dctx, log, server, method, context.Cause(dctx))
 	}
-	_, err := d.conn.Call(dctx, method, params, upstream.CallOptions{Name: c.URI,
+	defer release()
+	_, err = d.conn.Call(dctx, method, params, upstream.CallOptions{Name: c.URI,
 		Identity: identityOf(c.Principal, c.RequestID)})
 	if err != nil {
 		return g.callError(ctx, dctx, log, server, method, err)
