@@ -80,8 +80,8 @@ type downstream struct {
 	conn conn
 	// started closes once conn is set: the connector's callbacks can
 	// come before StartStdio or NewHTTP has returned.
-	started  chan struct{}
-	slots    *slots // the requests in flight, a share per principal
+	started chan struct{}
+	slots   *slots // the requests in flight, a share per principal
 
 	mu      sync.Mutex
 	walking bool      // a walk is in flight
