@@ -992,7 +992,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Not Found: the session does not exist or has ended", http.StatusNotFound)
 		return
 	}
-	if !s.sessions.revoke(r.Context(), sess) {
+	if !s.sessions.revoke(r.Context(), sess, ownerOf(p.Issuer, p.Subject)) {
 		s.log.Warn("a session could not be ended: too many sessions were ended within their lifetime, or the ledger could not record it")
 		http.Error(w, "Service Unavailable: the session cannot be ended now; it ends when it expires", http.StatusServiceUnavailable)
 		return

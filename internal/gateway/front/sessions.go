@@ -94,9 +94,13 @@ func (c clientCaps) relayable() gateway.ClientCapabilities {
 
 // Limits of what sessions hold.
 const (
-	maxRevoked          = 1_000_000
-	maxStreams          = 1024
-	maxStreamsPerClient = 4
+	maxRevoked = 1_000_000
+	// maxRevokedPerPrincipal is one principal's share of maxRevoked, so
+	// that one caller minting and ending sessions cannot leave every
+	// other one unable to end its own.
+	maxRevokedPerPrincipal = maxRevoked / 10
+	maxStreams             = 1024
+	maxStreamsPerClient    = 4
 	// maxStreamsPerPrincipal bounds one caller's share of maxStreams, so
 	// that one principal cannot take every stream from the others.
 	maxStreamsPerPrincipal = 16
@@ -109,14 +113,25 @@ type sessions struct {
 	store ledger.Revocations
 
 	mu      sync.Mutex
-	revoked map[string]time.Time            // nonce → when its id expires anyway
-	streams map[string]map[*notifier]string // key → stream → its principal
-	owned   map[string]int                  // principal → streams open
-	nstream int
+	revoked map[string]revocation // nonce → the revocation
+	// revokedBy counts the revocations each principal (ownerOf, hex)
+	// made that are still held, for its share of the table.
+	revokedBy map[string]int
+	streams   map[string]map[*notifier]string // key → stream → its principal
+	owned     map[string]int                  // principal → streams open
+	nstream   int
 }
 
 func newSessions(key []byte, ttl time.Duration, store ledger.Revocations) *sessions {
-	return &sessions{key: key, ttl: ttl, store: store, revoked: map[string]time.Time{}, streams: map[string]map[*notifier]string{}, owned: map[string]int{}}
+	return &sessions{key: key, ttl: ttl, store: store, revoked: map[string]revocation{}, revokedBy: map[string]int{},
+		streams: map[string]map[*notifier]string{}, owned: map[string]int{}}
+}
+
+// revocation is a session a DELETE ended: until when its id would be
+// valid anyway, and who ended it ("" when it was read from the store).
+type revocation struct {
+	until time.Time
+	owner string
 }
 
 // revokeTimeout bounds recording a revocation in the store.
@@ -138,8 +153,8 @@ func (s *sessions) load(ctx context.Context, since time.Time) (time.Time, error)
 		if len(s.revoked) >= maxRevoked {
 			s.dropExpired(time.Now())
 		}
-		if len(s.revoked) < maxRevoked {
-			s.revoked[r.Nonce] = r.Until
+		if _, known := s.revoked[r.Nonce]; !known && len(s.revoked) < maxRevoked {
+			s.revoked[r.Nonce] = revocation{until: r.Until}
 		}
 	}
 	return next, nil
@@ -148,9 +163,14 @@ func (s *sessions) load(ctx context.Context, since time.Time) (time.Time, error)
 // dropExpired forgets the revocations of ids that expired anyway; s.mu
 // is held.
 func (s *sessions) dropExpired(now time.Time) {
-	for n, until := range s.revoked {
-		if now.After(until) {
+	for n, r := range s.revoked {
+		if now.After(r.until) {
 			delete(s.revoked, n)
+			if r.owner != "" {
+				if s.revokedBy[r.owner]--; s.revokedBy[r.owner] <= 0 {
+					delete(s.revokedBy, r.owner)
+				}
+			}
 		}
 	}
 }
@@ -215,18 +235,19 @@ func (s *sessions) open(id string, owner []byte) (session, error) {
 	return session{version: version, nonce: nonce, issued: issued, caps: caps}, nil
 }
 
-// revoke ends a session: its id is refused from now on, here and — once
-// the store has it — after a restart and on every replica, and its
-// streams close. It reports false, and ends nothing, when the
-// revocations still running fill their bound or the store cannot record
-// it: a DELETE is then refused rather than answered as done while the id
-// stays valid.
-func (s *sessions) revoke(ctx context.Context, ss session) bool {
+// revoke ends a session of owner (ownerOf): its id is refused from now
+// on, here and — once the store has it — after a restart and on every
+// replica, and its streams close. It reports false, and ends nothing,
+// when the revocations still running fill their bound, or the owner's
+// share of it, or the store cannot record it: a DELETE is then refused
+// rather than answered as done while the id stays valid.
+func (s *sessions) revoke(ctx context.Context, ss session, owner []byte) bool {
+	who := hex.EncodeToString(owner)
 	s.mu.Lock()
-	if len(s.revoked) >= maxRevoked {
+	if len(s.revoked) >= maxRevoked || s.revokedBy[who] >= maxRevokedPerPrincipal {
 		s.dropExpired(time.Now())
 	}
-	full := len(s.revoked) >= maxRevoked
+	full := len(s.revoked) >= maxRevoked || s.revokedBy[who] >= maxRevokedPerPrincipal
 	s.mu.Unlock()
 	if full {
 		return false
@@ -240,7 +261,10 @@ func (s *sessions) revoke(ctx context.Context, ss session) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.revoked[ss.nonce] = ss.issued.Add(s.ttl)
+	if _, known := s.revoked[ss.nonce]; !known {
+		s.revoked[ss.nonce] = revocation{until: ss.issued.Add(s.ttl), owner: who}
+		s.revokedBy[who]++
+	}
 	for ch, principal := range s.streams[ss.nonce] {
 		close(ch.wake)
 		s.drop(principal)
