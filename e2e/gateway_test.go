@@ -173,6 +173,27 @@ func TestGatewayCancellation(t *testing.T) {
 		mustContain(t, log(), `"method":"notifications/cancelled"`)
 	})
 
+	t.Run("legacy notifications/cancelled of a call answered as a stream", func(t *testing.T) {
+		s := g.legacy("2025-11-25")
+		calls := strings.Count(log(), `"name":"hang"`)
+		done := make(chan httpReply, 1)
+		go func() {
+			r, _ := g.post(context.Background(), map[string]string{"Mcp-Session-Id": s.id, "MCP-Protocol-Version": s.version, "Accept": "text/event-stream"},
+				`{"jsonrpc":"2.0","id":"sse-1","method":"tools/call","params":{"name":"fx.hang","arguments":{}}}`)
+			done <- r
+		}()
+		waitUntil(t, "the call reaches the downstream", func() bool { return strings.Count(log(), `"name":"hang"`) > calls })
+		s.post(ctxT(t), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"sse-1"}}`)
+		select {
+		case r := <-done:
+			if r.status != http.StatusNoContent || len(r.body) != 0 {
+				t.Errorf("the cancelled request got HTTP %d %q, want 204 and no response, as on the JSON path", r.status, r.body)
+			}
+		case <-time.After(waitLimit):
+			t.Fatal("the cancelled call did not end")
+		}
+	})
+
 	t.Run("modern client disconnect", func(t *testing.T) {
 		before := strings.Count(log(), `"fixture":"cancelled"`)
 		calls := strings.Count(log(), `"name":"hang"`)

@@ -474,20 +474,21 @@ func checkExchange(t *testing.T, in fuzzInput, sid string, validSession bool, go
 			fail("PUT is 405")
 		}
 	case http.MethodGet:
-		checkGet(fail, sid, validSession, got, mt)
+		checkGet(fail, sid, validSession, sessionVersionOK(in), got, mt)
 	case http.MethodDelete:
+		versionOK := sessionVersionOK(in)
 		switch got.status {
 		case http.StatusNoContent:
-			if !validSession {
-				fail("DELETE of a session that does not exist succeeded")
+			if !validSession || !versionOK {
+				fail("DELETE of a session that does not exist, or with a bad version header, succeeded")
 			}
 		case http.StatusBadRequest:
-			if sid != "" {
-				fail("400 for DELETE with a session id")
+			if sid != "" && versionOK {
+				fail("400 for DELETE with a session id and a good version header")
 			}
 		case http.StatusNotFound:
-			if sid == "" || validSession {
-				fail("404 for DELETE of a live session, or of none")
+			if sid == "" || validSession || !versionOK {
+				fail("404 for DELETE of a live session, of none, or with a bad version header")
 			}
 		default:
 			fail("status not in the DELETE table")
@@ -497,11 +498,25 @@ func checkExchange(t *testing.T, in fuzzInput, sid string, validSession bool, go
 	}
 }
 
-func checkGet(fail func(string, ...any), sid string, validSession bool, got exchangeResult, mt string) {
+// sessionVersionOK reports whether a GET's or a DELETE's
+// MCP-Protocol-Version is acceptable: absent, or one session-era version.
+func sessionVersionOK(in fuzzInput) bool {
+	if in.version == "" {
+		return true
+	}
+	parts := strings.Split(in.version, "\n")
+	return len(parts) == 1 && mcp.IsLegacy(parts[0])
+}
+
+func checkGet(fail func(string, ...any), sid string, validSession, versionOK bool, got exchangeResult, mt string) {
 	switch got.status {
+	case http.StatusBadRequest:
+		if versionOK {
+			fail("400 for a GET with a good version header")
+		}
 	case http.StatusOK:
-		if !validSession {
-			fail("a stream was opened for a session that does not exist")
+		if !validSession || !versionOK {
+			fail("a stream was opened for a session that does not exist, or with a bad version header")
 		}
 		if mt != "text/event-stream" {
 			fail("a GET stream is text/event-stream")

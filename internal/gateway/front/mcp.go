@@ -212,7 +212,7 @@ func accepts(values []string) (jsonOK, sseOK bool) {
 	for _, v := range values {
 		for _, part := range strings.Split(v, ",") {
 			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-			if err != nil || params["q"] == "0" {
+			if err != nil || refused(params["q"]) {
 				continue
 			}
 			switch mt {
@@ -226,6 +226,18 @@ func accepts(values []string) (jsonOK, sseOK bool) {
 		}
 	}
 	return jsonOK, sseOK
+}
+
+// refused reports whether an Accept qvalue refuses its media type: a
+// weight of zero in any of its spellings (0, 0.0, 0.000; RFC 9110
+// §12.4.2). A qvalue that is no number is taken as a weight, as if
+// absent.
+func refused(q string) bool {
+	if q == "" {
+		return false
+	}
+	w, err := strconv.ParseFloat(q, 64)
+	return err == nil && w == 0
 }
 
 // era decides whose request this is: a legacy client's initialize, a
@@ -243,6 +255,11 @@ func (x *exchange) era(f jsonrpc.Frame) (int, *jsonrpc.Error, bool) {
 			id = first.ID
 		}
 		return http.StatusBadRequest, jsonrpc.NewError(id, jsonrpc.CodeInvalidRequest, "Invalid request: "+msg), notification
+	}
+	// One version per request: an intermediary that reads another copy
+	// of the header than the gateway would see another era.
+	if len(r.Header.Values(hdrProtocolVersion)) > 1 {
+		return invalid("MCP-Protocol-Version is given more than once")
 	}
 	if !f.Batch && first != nil && first.Method == "initialize" && first.Kind == jsonrpc.KindRequest {
 		if hv != "" && !mcp.IsLegacy(hv) && !mcp.IsModern(hv) {
@@ -282,7 +299,11 @@ func (x *exchange) era(f jsonrpc.Frame) (int, *jsonrpc.Error, bool) {
 		metaV, hasMeta = metaVersion(first.Params)
 	}
 	switch {
-	case hv != "" && !mcp.IsLegacy(hv) && !mcp.IsModern(hv):
+	case hv != "" && !mcp.IsLegacy(hv) && !mcp.IsModern(hv) && !(hasMeta && metaV == hv):
+		// A header naming a version the body does not: a header the
+		// gateway does not know. One that agrees with the body is a
+		// client of a version the gateway does not speak, told which it
+		// does (-32022, below).
 		return invalid("unsupported MCP-Protocol-Version header")
 	case hasMeta && !mcp.IsModern(metaV):
 		var id jsonrpc.ID
@@ -686,11 +707,19 @@ func (x *exchange) stream(w http.ResponseWriter, m *jsonrpc.Message) {
 	defer mu.Unlock()
 	done = true
 	switch {
+	case rep.msg == nil && ev == nil:
+		// Cancelled before anything was streamed: no answer, as on the
+		// JSON path.
+		w.WriteHeader(http.StatusNoContent)
 	case rep.msg == nil:
-		// Cancelled: no answer.
+		// Cancelled: no answer; the stream ends.
 	case ev == nil && rep.status != http.StatusOK:
-		// Nothing was streamed yet: a refusal keeps its HTTP status.
+		// Nothing was streamed yet: a refusal keeps its HTTP status, and
+		// a rate limit its Retry-After.
 		w.Header().Set("Content-Type", "application/json")
+		if rep.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(rep.retryAfter))
+		}
 		w.WriteHeader(rep.status)
 		w.Write(append(rep.msg, '\n'))
 	default:
@@ -757,6 +786,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	}
 	p, ok := s.principal(w, r)
 	if !ok {
+		return
+	}
+	if !sessionVersionHeader(w, r) {
 		return
 	}
 	sess, err := s.sessions.open(r.Header.Get(hdrSessionID), ownerOf(p.Issuer, p.Subject))
@@ -974,6 +1006,18 @@ func (e events) send(msg []byte) {
 	}
 }
 
+// sessionVersionHeader checks a GET's or a DELETE's MCP-Protocol-Version
+// as a session's POST is checked: at most once, and a session-era
+// version when present; it answers 400 and reports false otherwise.
+func sessionVersionHeader(w http.ResponseWriter, r *http.Request) bool {
+	vs := r.Header.Values(hdrProtocolVersion)
+	if len(vs) > 1 || (len(vs) == 1 && !mcp.IsLegacy(vs[0])) {
+		http.Error(w, "Bad Request: MCP-Protocol-Version must name one session-era protocol version", http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
 // delete ends a legacy session.
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.principal(w, r)
@@ -981,6 +1025,9 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.pastRate(w, p) {
+		return
+	}
+	if !sessionVersionHeader(w, r) {
 		return
 	}
 	sess, err := s.sessions.open(r.Header.Get(hdrSessionID), ownerOf(p.Issuer, p.Subject))

@@ -352,19 +352,32 @@ func (s *sessions) drop(principal string) {
 	}
 }
 
-// broadcast signals every open stream that the lists in what changed.
+// broadcast signals every session, and every listen stream, that the
+// lists in what changed: on one of a session's open streams, for a
+// message goes on one stream only, never on each of them (the spec's
+// Streamable HTTP transport).
 func (s *sessions) broadcast(what uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, set := range s.streams {
-		for ch := range set {
-			ch.pending.Or(what)
-			select {
-			case ch.wake <- struct{}{}:
-			default: // a signal is already pending
-			}
+		if len(set) == 0 {
+			continue
+		}
+		ch := oneOf(set)
+		ch.pending.Or(what)
+		select {
+		case ch.wake <- struct{}{}:
+		default: // a signal is already pending
 		}
 	}
+}
+
+// oneOf is one of a session's open streams; set is not empty.
+func oneOf(set map[*notifier]string) *notifier {
+	for ch := range set {
+		return ch
+	}
+	return nil
 }
 
 // resourceUpdated tells the streams of the sessions keyed by nonces that
@@ -373,19 +386,22 @@ func (s *sessions) resourceUpdated(nonces []string, uri string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, n := range nonces {
-		for ch := range s.streams[n] {
-			ch.mu.Lock()
-			if !slices.Contains(ch.updated, uri) {
-				ch.updated = append(ch.updated, uri)
-				if len(ch.updated) > maxUpdated {
-					ch.updated = ch.updated[1:]
-				}
+		set := s.streams[n]
+		if len(set) == 0 {
+			continue
+		}
+		ch := oneOf(set) // one stream of the session, as broadcast
+		ch.mu.Lock()
+		if !slices.Contains(ch.updated, uri) {
+			ch.updated = append(ch.updated, uri)
+			if len(ch.updated) > maxUpdated {
+				ch.updated = ch.updated[1:]
 			}
-			ch.mu.Unlock()
-			select {
-			case ch.wake <- struct{}{}:
-			default:
-			}
+		}
+		ch.mu.Unlock()
+		select {
+		case ch.wake <- struct{}{}:
+		default:
 		}
 	}
 }

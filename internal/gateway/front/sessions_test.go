@@ -40,3 +40,35 @@ func TestRevokeShare(t *testing.T) {
 		t.Error("mallory's expired revocations still fill her share")
 	}
 }
+
+// TestOneStreamPerMessage: a session's message goes on one of its open
+// streams, never on each (the spec's Streamable HTTP transport), while
+// every session, and every listen stream, hears it.
+func TestOneStreamPerMessage(t *testing.T) {
+	s := newSessions(make([]byte, 32), time.Hour, nil)
+	a1, a2 := s.stream("session-a", "p"), s.stream("session-a", "p")
+	b := s.stream("session-b", "p")
+	woken := func(ch *notifier) bool {
+		select {
+		case <-ch.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	s.broadcast(changedTools)
+	if n := btoi(woken(a1)) + btoi(woken(a2)); n != 1 || !woken(b) {
+		t.Errorf("a list change reached %d of session a's two streams (want 1), and session b: see above", n)
+	}
+	s.resourceUpdated([]string{"session-a"}, "file:///x")
+	if n := btoi(woken(a1)) + btoi(woken(a2)); n != 1 {
+		t.Errorf("a resource update reached %d of session a's two streams, want 1", n)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

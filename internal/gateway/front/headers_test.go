@@ -1,0 +1,67 @@
+package front_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/config"
+)
+
+// TestHeaderRules: what the front decides from headers alone, each case a
+// rule of the README's error table or the spec's transport.
+func TestHeaderRules(t *testing.T) {
+	cfg, err := config.Parse([]byte(fuzzConfig), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := modernReq("1", "tools/list", "")
+	future := strings.ReplaceAll(list, "2026-07-28", "2099-01-01")
+	for _, tc := range []struct {
+		name    string
+		in      fuzzInput
+		session bool
+		status  int
+		want    string // in the body
+	}{
+		{"a version both header and body name, not spoken: -32022 with what is", fuzzInput{op: 0, body: []byte(future), ct: ctJSON, accept: acceptBoth,
+			version: "2099-01-01", method: "tools/list"}, false, http.StatusBadRequest, `"code":-32022`},
+		{"the version header twice", fuzzInput{op: 0, body: []byte(list), ct: ctJSON, accept: acceptBoth,
+			version: "2026-07-28\n2026-07-28", method: "tools/list"}, false, http.StatusBadRequest, "more than once"},
+		{"a zero weight in another spelling refuses", fuzzInput{op: 0, body: []byte(list), ct: ctJSON,
+			accept: "application/json;q=0.0, text/event-stream;q=0.000", version: "2026-07-28", method: "tools/list"}, false, http.StatusNotAcceptable, ""},
+		{"a GET naming a version no session speaks", fuzzInput{op: 1, ct: ctJSON, accept: "text/event-stream", version: "2099-01-01"}, true, http.StatusBadRequest, ""},
+		{"a DELETE naming two versions", fuzzInput{op: 2, version: "2025-11-25\n2025-03-26"}, true, http.StatusBadRequest, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFuzzFront(t, cfg)
+			sid := ""
+			if tc.session {
+				sid = srv.initialize(t, "2025-11-25")
+			}
+			got := srv.serve(t, tc.in, sid)
+			if got.status != tc.status || !strings.Contains(string(got.body), tc.want) {
+				t.Errorf("HTTP %d %q, want %d with %q", got.status, got.body, tc.status, tc.want)
+			}
+		})
+	}
+}
+
+// TestRateLimitedStream: a request past the rate that asked for an event
+// stream is refused as one that asked for JSON is: 429 with Retry-After.
+func TestRateLimitedStream(t *testing.T) {
+	cfg, err := config.Parse([]byte(fuzzConfig+"policy: {rate: {per_principal: 1/m, burst: 1}}\n"), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newFuzzFront(t, cfg)
+	in := fuzzInput{op: 0, body: []byte(modernReq("1", "tools/list", "")), ct: ctJSON, accept: "text/event-stream",
+		version: "2026-07-28", method: "tools/list"}
+	if got := srv.serve(t, in, ""); got.status != http.StatusOK {
+		t.Fatalf("the first request: HTTP %d %q", got.status, got.body)
+	}
+	got := srv.serve(t, in, "")
+	if got.status != http.StatusTooManyRequests || got.header.Get("Retry-After") == "" {
+		t.Errorf("past the rate: HTTP %d, Retry-After %q: %q", got.status, got.header.Get("Retry-After"), got.body)
+	}
+}
