@@ -116,7 +116,8 @@ func (g *Gateway) ReadResource(ctx context.Context, c ResourceRead) ([]mcp.Resou
 // decideRead decides p's read of uri at server. A URI of the caller's
 // (or a downstream's) own spelling, not an exact admitted one, is also
 // decided as a server that reads only its path would read it: without
-// its query and fragment, and without a trailing '/'. A rule that
+// its query and fragment, and without a trailing '/' (or, as a directory,
+// with one). A rule that
 // refuses such a reading refuses the read, so that "salaries.md?v=1" or
 // "salaries.md/" is not read under a broader rule than the one written
 // for "salaries.md"; a reading no rule names does not (a directory
@@ -139,6 +140,11 @@ func (g *Gateway) decideRead(p auth.Principal, server, uri string, spelled bool)
 	readings := []string{bare}
 	if trimmed := strings.TrimRight(bare, "/"); trimmed != bare && !strings.HasSuffix(trimmed, ":") && !strings.HasSuffix(trimmed, ":/") {
 		readings = append(readings, trimmed)
+	} else if trimmed == bare {
+		// A directory read by its name: a rule written for what is
+		// under it ("private/*") refuses the directory itself, whose
+		// listing would name what the rule keeps.
+		readings = append(readings, bare+"/")
 	}
 	for _, u := range readings {
 		if u == uri {

@@ -104,6 +104,9 @@ func TestRouteReadNormalForm(t *testing.T) {
 	}{
 		{"file:///srv/docs/public/a.md", 0, "docs"},
 		{"file:///srv/docs/private/salaries.md", CodeUnauthorized, "docs"},
+		{"file:///srv/docs/private", CodeUnauthorized, "docs"},   // the directory a rule keeps what is under
+		{"file:///srv/docs/private?x", CodeUnauthorized, "docs"}, // the same, with a query
+		{"file:///srv/docs/privatex", 0, "docs"},
 		{"file:///srv/docs/odd/./exact.md", 0, "docs"}, // exact: the downstream's own spelling
 		{"file:///srv/docs/%70rivate/salaries.md", jsonrpc.CodeInvalidParams, "docs"},
 		{"file:///srv/docs/./private/salaries.md", jsonrpc.CodeInvalidParams, "docs"},
