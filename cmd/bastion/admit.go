@@ -222,6 +222,12 @@ func admitReview(ctx context.Context, cfg *gwconfig.Config, args []string, diges
 	}
 	defer done()
 	fail := func(err error) int {
+		if errors.Is(err, review.ErrNotFound) && len(args) > 1 {
+			// Say which name, and how names are written: a reviewer
+			// who typed the downstream's own name is told the form.
+			fmt.Fprintf(e.stderr, "bastion admit: %s: the ledger holds no such name; names are qualified, <server>.<tool> (or kind:<server>.<name>), as review list shows them\n", args[1])
+			return exitFailure
+		}
 		fmt.Fprintf(e.stderr, "bastion admit: %v\n", err)
 		return exitFailure
 	}
@@ -282,9 +288,18 @@ func admitReview(ctx context.Context, cfg *gwconfig.Config, args []string, diges
 		fmt.Fprintf(e.stderr, "bastion admit: %s rejected\n", args[1])
 		return exitOK
 	}
+	if what, ok := reviewArity[args[0]]; ok {
+		fmt.Fprintf(e.stderr, "bastion admit: review %s takes %s\n\n", args[0], what)
+	} else {
+		fmt.Fprintf(e.stderr, "bastion admit: no review command %q\n\n", args[0])
+	}
 	fmt.Fprint(e.stderr, admitUsage)
 	return exitUsage
 }
+
+// reviewArity says what each review command takes, for the line that
+// tells a command given the wrong arguments.
+var reviewArity = map[string]string{"list": "no name", "show": "one name", "approve": "one name and --digest", "reject": "one name"}
 
 // reviewService is the running gateway's review when one answers on the
 // socket, else review on the ledger file.

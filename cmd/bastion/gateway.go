@@ -159,7 +159,7 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 	if len(cfg.Policy.Rules) == 0 {
 		log.Warn("no policy rules: every tools/call is denied (add a rule such as {id: all, tools: [\"*\"], roles: [\"*\"]})")
 	}
-	if cfg.Anonymous() {
+	if cfg.Anonymous() && !*stdioMode {
 		log.Warn("auth mode none: callers are not authenticated; every caller is the anonymous principal", slog.String("listen", cfg.Listen))
 	}
 	sink, err := audit.Open(cfg.Audit.File)
