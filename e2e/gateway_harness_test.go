@@ -62,7 +62,7 @@ func newMark() string {
 // and extra keys (e.g. "timeout: 1s").
 func fixture(name, mark string, env map[string]string, extra ...string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "  - name: %s\n    command: [%q]\n    env:\n      E2E_MARK: %q\n", name, bin("fixture"), mark)
+	fmt.Fprintf(&b, "  - name: %s\n    command: [%q]\n    env:\n      E2E_MARK: %q\n", name, bin("mcpfixture"), mark)
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		keys = append(keys, k)

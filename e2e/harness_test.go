@@ -29,25 +29,31 @@ func bin(name string) string { return filepath.Join(binDir, name) }
 
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
-		dir, err := os.MkdirTemp("", "bastion-e2e-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		binDir = dir
-		for name, pkg := range binaries {
-			args := []string{"build", "-o", filepath.Join(dir, name)}
-			if raceEnabled {
-				args = append(args, "-race")
-			}
-			cmd := exec.Command("go", append(args, pkg)...)
-			cmd.Dir = ".."
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-			if err := cmd.Run(); err != nil {
-				fmt.Fprintf(os.Stderr, "e2e: build %s: %v\n", pkg, err)
+		// E2E_BIN_DIR, when set, is a directory the binaries are kept in
+		// between runs (the mutation check runs this package once per
+		// mutant): the go command relinks only those whose build changed.
+		dir := os.Getenv("E2E_BIN_DIR")
+		if dir == "" {
+			var err error
+			if dir, err = os.MkdirTemp("", "bastion-e2e-"); err != nil {
+				fmt.Fprintln(os.Stderr, err)
 				return 1
 			}
+			defer os.RemoveAll(dir)
+		}
+		binDir = dir
+		// One go command builds them all, linking side by side; each is
+		// named after its package's directory.
+		args := []string{"build", "-o", dir + string(filepath.Separator)}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, binaries...)...)
+		cmd.Dir = ".."
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: build %v: %v\n", binaries, err)
+			return 1
 		}
 		// SQL tests share one throwaway PostgreSQL cluster, started on
 		// first use and stopped here.
@@ -62,14 +68,9 @@ func TestMain(m *testing.M) {
 	}())
 }
 
-// binaries maps a binary name to its package, relative to the module root.
-var binaries = map[string]string{
-	"bastion":     "./cmd/bastion",
-	"testserver":  "./e2e/testserver",
-	"refund":      "./examples/refund",
-	"fixture":     "./internal/cmd/mcpfixture",
-	"httpfixture": "./e2e/httpfixture",
-}
+// binaries are the packages the tests run, relative to the module root;
+// bin names each by its directory's last element.
+var binaries = []string{"./cmd/bastion", "./e2e/testserver", "./examples/refund", "./internal/cmd/mcpfixture", "./e2e/httpfixture"}
 
 // waitLimit bounds every wait in these tests. It is a failure bound, not a
 // timing assertion: a correct server answers in milliseconds.

@@ -358,3 +358,34 @@ func TestEventCap(t *testing.T) {
 		t.Errorf("an event without data = %q, %v", msg, oversized)
 	}
 }
+
+// TestHTTPDiscoverRefusedWithNullID: a server that refuses server/discover
+// with HTTP 400 and a JSON-RPC error whose id is null (what the official
+// TypeScript SDK's Streamable HTTP server answers a version it does not
+// know) is initialized at once, in the session era.
+func TestHTTPDiscoverRefusedWithNullID(t *testing.T) {
+	srv, _ := newSDKServer(t)
+	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("MCP-Protocol-Version") == "2026-07-28" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write([]byte(`{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: Unsupported protocol version: 2026-07-28"},"id":null}`))
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	states := make(chan State, 16)
+	start := time.Now()
+	s, logs := startHTTP(t, hs.URL, states)
+	awaitState(t, states, Connected, logs)
+	if took := time.Since(start); took > handshakeTimeout/2 {
+		t.Errorf("connected after %v: the refusal was not taken as server/discover's answer", took)
+	}
+	if c, err := s.Client(); err == nil {
+		if i, _ := c.Info(); i.Modern {
+			t.Error("the session era was not chosen")
+		}
+	}
+}
