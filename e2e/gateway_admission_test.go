@@ -600,15 +600,8 @@ func TestAdmissionSharedLedger(t *testing.T) {
 	if st := onB(); st != http.StatusOK {
 		t.Fatalf("a live session on the other replica: HTTP %d", st)
 	}
-	req, _ := http.NewRequest(http.MethodDelete, ga.url, nil)
-	req.Header.Set("Mcp-Session-Id", s.id)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("DELETE: HTTP %d", resp.StatusCode)
+	if st := s.end(); st != http.StatusNoContent {
+		t.Fatalf("DELETE: HTTP %d", st)
 	}
 	eventually(t, "the session ended on the other replica", func() bool { return onB() == http.StatusNotFound })
 }

@@ -169,15 +169,8 @@ func TestGatewayLegacySessions(t *testing.T) {
 		}
 	}
 
-	req, _ := http.NewRequest(http.MethodDelete, g.url, nil)
-	req.Header.Set("Mcp-Session-Id", s2.id)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Errorf("DELETE: HTTP %d", resp.StatusCode)
+	if st := s2.end(); st != http.StatusNoContent {
+		t.Errorf("DELETE: HTTP %d", st)
 	}
 	if r := s2.post(ctxT(t), `{"jsonrpc":"2.0","id":10,"method":"ping"}`); r.status != 404 {
 		t.Errorf("a deleted session: HTTP %d %s", r.status, r.body)
@@ -425,15 +418,8 @@ func TestGatewaySessionEndedForGood(t *testing.T) {
 		fmt.Sprintf("state_dir: %q\n", t.TempDir()) + "servers:\n" + fixture("fx", mark, nil)
 	g := startGatewayWith(t, mark, body)
 	ended, kept := g.legacy("2025-11-25"), g.legacy("2025-11-25")
-	req, _ := http.NewRequest(http.MethodDelete, g.url, nil)
-	req.Header.Set("Mcp-Session-Id", ended.id)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("DELETE: HTTP %d", resp.StatusCode)
+	if st := ended.end(); st != http.StatusNoContent {
+		t.Fatalf("DELETE: HTTP %d", st)
 	}
 	if code := g.stop(); code != 0 {
 		t.Fatalf("the gateway exited %d", code)

@@ -341,6 +341,19 @@ func (g *gw) legacy(version string) *legacySession {
 	return s
 }
 
+// end sends the session's DELETE and returns its HTTP status.
+func (s *legacySession) end() int {
+	s.g.t.Helper()
+	req, _ := http.NewRequest(http.MethodDelete, s.g.url, nil)
+	req.Header.Set("Mcp-Session-Id", s.id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.g.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 func (s *legacySession) post(ctx context.Context, body string) httpReply {
 	s.g.t.Helper()
 	r, err := s.g.post(ctx, map[string]string{"Mcp-Session-Id": s.id, "MCP-Protocol-Version": s.version}, body)
