@@ -517,8 +517,8 @@ mutate gw-bare-one-server "names: bare is accepted with two servers, whose names
 
 mutate gw-sub-everyone "a resource update reaches every session's stream, not only the subscribers'" \
 	internal/gateway/front/sessions.go \
-	'\tfor _, n := range nonces \{\n\t\tfor ch := range s\.streams\[n\] \{' \
-	'\tfor n := range s.streams {\n\t\tfor ch := range s.streams[n] {' \
+	'\tfor _, n := range nonces \{\n\t\tset := s\.streams\[n\]' \
+	'\tfor n := range s.streams {\n\t\tset := s.streams[n]' \
 	-- "$e2epkg" 'TestGatewayResourceSubscriptions'
 
 mutate gw-sub-authz "a resources/subscribe the deciding rule refuses reaches the downstream" \
@@ -625,8 +625,8 @@ mutate gw-resource-contents-checked "a read's contents are relayed unchecked aga
 
 mutate gw-resource-contents-owner "a read's contents may be labelled with a URI another server owns" \
 	internal/gateway/resource.go \
-	'case r != nil && r\.Server != server, r == nil && t != nil && t\.Server != server:' \
-	'case r == nil && t == nil && false:' \
+	'case o != "" && o != server:\n\t\t\t// Another server.s, whether it serves it now or not\.\n\t\t\treturn fmt\.Errorf\("contents' \
+	'case false && o != server:\n\t\t\treturn fmt.Errorf("contents' \
 	-- ./internal/gateway 'TestCheckContents|TestReadResourceContents'
 
 mutate gw-resource-contents-authz "a read's contents may be labelled with a URI the caller may not read" \
@@ -691,31 +691,31 @@ mutate gw-http-get-stream "a request on an HTTP downstream's GET stream is attri
 
 mutate gw-http-call-stream "a request on an HTTP call's response stream is attributed by the one-call rule" \
 	internal/gateway/upstream/http.go \
-	't\.c\.deliverOn\(bytes\.Clone\(data\.Bytes\(\)\), id\)' \
-	't.c.deliver(bytes.Clone(data.Bytes()))' \
+	't\.c\.deliverOn\(msg, id\)' \
+	't.c.deliver(msg)' \
 	-- "$uppkg" 'TestHTTPCallStreamRequestAttributed'
 
 mutate gw-relay-queue-messages "a caller's log messages are handed over on the downstream's read loop" \
 	internal/gateway/upstream/client.go \
-	'c\.toCaller\(p, "log message", func\(\) \{ p\.messages\(params\) \}\)' \
+	'c\.toCaller\(p, "log message", len\(params\), func\(\) \{ p\.messages\(params\) \}\)' \
 	'p.messages(params)' \
 	-- "$uppkg" 'TestSlowCallerDoesNotStallConnection'
 
 mutate gw-relay-queue-progress "a caller's progress is handed over on the downstream's read loop" \
 	internal/gateway/upstream/client.go \
-	'c\.toCaller\(p, "progress", func\(\) \{ p\.progress\(params\) \}\)' \
+	'c\.toCaller\(p, "progress", len\(params\), func\(\) \{ p\.progress\(params\) \}\)' \
 	'p.progress(params)' \
 	-- "$uppkg" 'TestSlowCallerDoesNotStallConnection'
 
 mutate gw-relay-queue-slow-client "a client that stops reading stalls the downstream for every caller" \
 	internal/gateway/upstream/client.go \
-	'c\.toCaller\(p, "log message", func\(\) \{ p\.messages\(params\) \}\)' \
+	'c\.toCaller\(p, "log message", len\(params\), func\(\) \{ p\.messages\(params\) \}\)' \
 	'p.messages(params)' \
 	-- "$e2epkg" 'TestGatewayRelaySlowClient'
 
 mutate gw-relay-queue-drain "what is queued for a caller is dropped when its call ends" \
 	internal/gateway/upstream/client.go \
-	'\t\t\t\tcase f := <-r\.ch:\n\t\t\t\t\tr\.run1\(f\)' \
+	'\t\t\t\tcase q := <-r\.ch:\n\t\t\t\t\tr\.run1\(q\)' \
 	'\t\t\t\tcase <-r.ch:' \
 	-- "$uppkg" 'TestProgressBeforeAnswer'
 
@@ -739,8 +739,8 @@ mutate gw-uri-normal-nonascii "raw non-ASCII in a template-routed URI is normal"
 
 mutate gw-relay-after-return "what is queued for a caller reaches it after its call returned" \
 	internal/gateway/upstream/client.go \
-	'func \(r \*relay\) run1\(f func\(\)\) \{\n\tif r\.over\.Load\(\) \{' \
-	'func (r *relay) run1(f func()) {\n\tif false && r.over.Load() {' \
+	'\tdefer r\.bytes\.Add\(-q\.n\)\n\tif r\.over\.Load\(\) \{' \
+	'\tdefer r.bytes.Add(-q.n)\n\tif false && r.over.Load() {' \
 	-- "$uppkg" 'TestNoProgressAfterCallReturned'
 
 mutate gw-relay-drain-bound "an answered call waits for a caller that takes nothing until its deadline" \
@@ -757,7 +757,7 @@ mutate gw-resource-readings "a template-routed URI is decided only as spelled, n
 
 mutate gw-contents-normal "contents labelled with a URI not in normal form are judged by that spelling" \
 	internal/gateway/resource.go \
-	'case r == nil && catalog\.NotNormal\(c\.URI\) != "":' \
+	'case !exact && catalog\.NotNormal\(c\.URI\) != "":' \
 	'case false:' \
 	-- ./internal/gateway 'TestCheckContentsSpelling'
 
@@ -889,13 +889,13 @@ mutate gw-stdio-listchanged-view "the --stdio client is told of tool list change
 
 mutate gw-complete-condition "a completion under a rule with a condition is forwarded without the condition" \
 	internal/gateway/complete.go \
-	'\t\td = g\.policy\.Decide\(c\.Principal\.Policy\(\), call\)\n\t\}' \
-	'\t\td.Allow = true\n\t}' \
+	'\tcall\.Args\[name\] = value\n\treturn g\.policy\.Decide\(p\.Policy\(\), call\)' \
+	'\tcall.Args[name] = value\n\td.Allow = true\n\treturn d' \
 	-- ./internal/gateway/ 'TestCompletionCondition'
 
 mutate gw-complete-audit-name "a completion audits an argument name the prompt does not declare" \
 	internal/gateway/complete.go \
-	'if _, ok := pr\.Argument\(\*p\.Argument\.Name\); ok \{' \
+	'if _, ok := pr\.Argument\(name\); ok \{' \
 	'if true {' \
 	-- ./internal/gateway/ 'TestCompletionAuditNames'
 
@@ -1448,8 +1448,8 @@ mutate session-listen-at-drain "a subscription read as the session begins to dra
 
 mutate gw-subscribe-no-slot "a resources/subscribe is sent past the server's in-flight bound" \
 	internal/gateway/subscribe.go \
-	'\tselect \{\n\tcase d\.inflight <- struct\{\}\{\}:\n\t\tdefer func\(\) \{ <-d\.inflight \}\(\)\n\tcase <-dctx\.Done\(\):\n\t\treturn g\.callError\(ctx, dctx, log, server, method, context\.Cause\(dctx\)\)\n\t\}\n' \
-	'' \
+	'\trelease, err := d\.slots\.acquire\(dctx, c\.Principal\)\n\tif err != nil \{\n\t\treturn g\.callError\(ctx, dctx, log, server, method, context\.Cause\(dctx\)\)\n\t\}\n\tdefer release\(\)\n\t_, err = ' \
+	'\t_, err := ' \
 	-- "$e2epkg" 'TestGatewaySubscribeTakesASlot'
 
 mutate gw-input-ignored "a 2026-07-28 server's input_required result is taken for a malformed one, never fulfilled" \
