@@ -34,7 +34,8 @@ The gateway's admission gate, for its reviewer.
 --evidence DIR runs one discovery and admission of every server the
 configuration names, records the verdicts in the ledger, writes the
 evidence bundle into DIR (servers.json, page-trace.jsonl, admitted.json,
-rejected.json, quarantined.json, review.json, ledger.json, audit.jsonl)
+rejected.json, quarantined.json, review.json, shadowed.json, ledger.json,
+audit.jsonl)
 and exits 1 when any server failed closed (or did not settle in time). On a
 bbolt ledger it needs the ledger to itself: while a gateway runs on the
 same state directory, that gateway keeps the same bundle current in
@@ -346,7 +347,14 @@ func writeJSON(w io.Writer, v any) {
 func openLedger(ctx context.Context, cfg *gwconfig.Config, environ []string) (ledger.Store, error) {
 	l := cfg.Admission.Ledger
 	if !l.Shared() {
-		return ledger.Open(cfg.LedgerPath(), time.Second)
+		st, err := ledger.Open(cfg.LedgerPath(), time.Second)
+		if err != nil && !errors.Is(err, ledger.ErrLocked) && !filepath.IsAbs(cfg.LedgerPath()) {
+			// A relative state_dir is the working directory's: say which,
+			// for a gateway a desktop client started elsewhere.
+			wd, _ := os.Getwd()
+			return nil, fmt.Errorf("%w (state_dir %q is relative to the working directory, %s)", err, cfg.StateDir, wd)
+		}
+		return st, err
 	}
 	dsn, ok := lookupIn(environ)(l.PostgresDSNEnv)
 	if !ok || dsn == "" {

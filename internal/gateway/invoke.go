@@ -320,7 +320,7 @@ func unauthorized(name string, d policy.Decision, roles []string) *Error {
 	case policy.ReasonNoRule:
 		msg = fmt.Sprintf("Unauthorized Tool Call: no rule allows tool %s", problem.Quote(name))
 	case policy.ReasonCondition:
-		msg = fmt.Sprintf("Unauthorized Tool Call: rule %s does not allow this call of tool %s", problem.Quote(d.Rule), problem.Quote(name))
+		msg = fmt.Sprintf("Unauthorized Tool Call: rule %s does not allow this call of tool %s: its condition does not hold", problem.Quote(d.Rule), problem.Quote(name))
 	default:
 		msg = fmt.Sprintf("Unauthorized Tool Call: tool %s requires one of the roles %s; the caller has %s",
 			problem.Quote(name), strings.Join(required, ", "), strings.Join(roles, ", "))
