@@ -1961,9 +1961,89 @@ mutate front-stream-cancel-204 "a call cancelled before anything was streamed en
 
 mutate gw-directory-reading "a directory read by its name escapes the rule for what is under it" \
 	internal/gateway/resource.go \
-	'\} else if trimmed == bare \{' \
-	'} else if false {' \
+	'if !strings\.HasSuffix\(bare, "/"\) && \(spelled \|\| bare == uri\) \{' \
+	'if false {' \
 	-- "$gwpkg" 'TestRouteReadNormalForm'
+
+# --- Session 24, second review: spellings, completion routes, result shapes.
+
+mutate cat-alias-route "another spelling of a URI one server owns is served by a later server's template" \
+	internal/gateway/catalog/catalog.go \
+	'if o := s\.owner\(a\); o != "" && o != rt\.server \{' \
+	'if o := s.owner(a); false && o != rt.server {' \
+	-- "$catpkg" 'TestAliasesOwned'
+
+mutate cat-alias-owner "another spelling of a URI one server owns is judged as the later server's" \
+	internal/gateway/catalog/catalog.go \
+	'if ao := s\.owner\(a\); ao != "" && ao != o \{' \
+	'if ao := s.owner(a); false && ao != o {' \
+	-- "$catpkg" 'TestAliasesOwned'
+
+mutate cat-file-authority "file:/p passes as a spelling of its own" \
+	internal/gateway/catalog/resource.go \
+	'if scheme == "file" && !strings\.HasPrefix\(path, "//"\) \{' \
+	'if false {' \
+	-- "$catpkg" 'TestNotNormal$'
+
+mutate gw-read-literal "a rule that names a URI itself is overridden by a reading of it" \
+	internal/gateway/resource.go \
+	'if !d\.Allow \|\| d\.Literal \{' \
+	'if !d.Allow {' \
+	-- "$gwpkg" 'TestDecideReadDirectory'
+
+mutate gw-directory-exact "a directory a server lists as a resource escapes the rule for what is under it" \
+	internal/gateway/resource.go \
+	'&& \(spelled \|\| bare == uri\) \{' \
+	'&& spelled {' \
+	-- "$gwpkg" 'TestDecideReadDirectory'
+
+mutate gw-complete-owner "a template completes a URI another server owns" \
+	internal/gateway/complete.go \
+	'if o := snap\.Owner\(uri\); o != "" && o != t\.Server \{' \
+	'if o := snap.Owner(uri); false && o != t.Server {' \
+	-- "$gwpkg" 'TestCompletionOfATemplateRouted'
+
+mutate gw-complete-bound "a completion's URI has no bound" \
+	internal/gateway/complete.go \
+	'case len\(uri\) > catalog\.MaxURI \|\| catalog\.NotNormal\(uri\) != "":' \
+	'case catalog.NotNormal(uri) != "":' \
+	-- "$gwpkg" 'TestCompletionOfATemplateRouted'
+
+mutate cat-expand-through "a completion expands the whole template, its later variables empty" \
+	internal/gateway/catalog/resource.go \
+	'prefix, err := uritemplate\.New\(text\[:i\]\)' \
+	'prefix, err := uritemplate.New(text)' \
+	-- "$gwpkg" 'TestCompletionOfATemplateRouted'
+
+mutate gw-result-folded "a tool result's content may hold member names that differ only in case" \
+	internal/gateway/invoke.go \
+	'if _, dup := foldedDuplicate\(r\.Content\); dup \{' \
+	'if _, dup := foldedDuplicate(r.Content); false && dup {' \
+	-- "$gwpkg" 'TestCheckEmbedded'
+
+mutate gw-prompt-folded "a prompt message may hold member names that differ only in case" \
+	internal/gateway/prompt.go \
+	'if _, dup := foldedDuplicate\(m\.Content\); dup \{' \
+	'if _, dup := foldedDuplicate(m.Content); false && dup {' \
+	-- "$gwpkg" 'TestCheckEmbedded'
+
+mutate gw-relay-embedded "a server's request to its caller may embed another server's resource" \
+	internal/gateway/relay.go \
+	'if g\.foreignEmbedded\(t\.Server, params\) \{' \
+	'if false {' \
+	-- "$gwpkg" 'TestRelayedRequestEmbeds'
+
+mutate gw-handover-embedded "a round of input handed to the caller may embed another server's resource" \
+	internal/gateway/input.go \
+	'if g\.foreignEmbedded\(t\.Server, q\.Params\) \{' \
+	'if false {' \
+	-- "$gwpkg" 'TestHandOverEmbeds'
+
+mutate gw-claims-rejected "a URI a reviewer rejected is claimed by no one while its server is down" \
+	internal/gateway/gateway.go \
+	'!ok \|\| r\.Status == admit\.Removed \{' \
+	'!ok || r.Status == admit.Removed || r.Status == admit.Rejected {' \
+	-- "$gwpkg" 'TestClaimsOutliveTheServer'
 
 # A worker's summary, which the coordinator reads.
 echo

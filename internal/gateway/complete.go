@@ -121,8 +121,9 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 	}
 	ev.Server = server
 	d := allowed(*p.Argument.Value)
-	if d.Reason == reasonNotNormal {
-		return empty(reasonNotNormal)
+	switch d.Reason {
+	case reasonNotNormal, reasonNoVariable, reasonElsewhere:
+		return empty(d.Reason)
 	}
 	ev.Rule = d.Rule
 	if !d.Allow {
@@ -222,24 +223,40 @@ func (g *Gateway) decidePromptCompletion(p auth.Principal, pr *catalog.Prompt, g
 
 // decideTemplateCompletion decides p's completion of template t's
 // variable name with value as a read of the URI the template makes of
-// the arguments given and the value: in normal form, and allowed by the
-// rule that would decide that read (decideRead). A read has no
-// arguments for a condition but its URI, so none of the caller's reach a
-// condition here either.
+// the arguments given and the value, up to the expression that holds the
+// variable (catalog.Template.ExpandThrough): in normal form and within the
+// bound of a URI, owned by no server but t's (a URI a read would send to
+// another server is not t's to complete), and allowed by the rule that
+// would decide that read (decideRead). A read has no arguments for a
+// condition but its URI, so none of the caller's reach a condition here
+// either; a name that is no variable of t completes nothing.
 func (g *Gateway) decideTemplateCompletion(p auth.Principal, t *catalog.Template, given map[string]string, name, value string) policy.Decision {
 	vars := make(map[string]string, len(given)+1)
 	maps.Copy(vars, given)
 	vars[name] = value
-	uri, err := t.Expand(vars)
-	if err != nil || catalog.NotNormal(uri) != "" {
+	uri, ok, err := t.ExpandThrough(vars, name)
+	switch {
+	case err != nil || !ok:
+		return policy.Decision{Reason: reasonNoVariable}
+	case len(uri) > catalog.MaxURI || catalog.NotNormal(uri) != "":
 		return policy.Decision{Reason: reasonNotNormal}
 	}
-	return g.decideRead(p, t.Server, uri, true)
+	snap := g.catalog.Snapshot()
+	if o := snap.Owner(uri); o != "" && o != t.Server {
+		return policy.Decision{Reason: reasonElsewhere}
+	}
+	_, exact := snap.LookupResource(uri)
+	return g.decideRead(p, t.Server, uri, !exact)
 }
 
-// reasonNotNormal is the reason of a completion refused because the URI
-// it would make is not in normal form (no rule decided it).
-const reasonNotNormal = "uri_not_normal"
+// Reasons a completion is refused that no rule decided: the URI it would
+// make is not in normal form (or too long), names no variable of the
+// template, or is another server's to serve.
+const (
+	reasonNotNormal  = "uri_not_normal"
+	reasonNoVariable = "unknown_argument"
+	reasonElsewhere  = "routed_elsewhere"
+)
 
 // maxCompletionValues is the spec's bound on one completion's values.
 const maxCompletionValues = 100

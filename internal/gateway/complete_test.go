@@ -308,3 +308,56 @@ func TestSetLogLevel(t *testing.T) {
 		})
 	}
 }
+
+// TestCompletionOfATemplateRouted: a template's completion names nothing
+// a read would not reach through it: an argument that is no variable of
+// the template completes nothing; a URI a read would route to another
+// server (listed first, with a template of its own) is that server's, and
+// so are the values that make one; a URI past the bound of a URI
+// completes nothing; and the variables after the one completed are left
+// out, so the first of several completes.
+func TestCompletionOfATemplateRouted(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	prompts := write("prompts.json", `[{"name":"p"}]`)
+	docs := write("docs.json", `{"resources":[],"resourceTemplates":[{"uriTemplate":"file:///srv/docs/{+path}","name":"docs"}]}`)
+	fs := write("fs.json", `{"resources":[],"resourceTemplates":[{"uriTemplate":"file:///srv/{+path}","name":"fs"},{"uriTemplate":"db://{database}/{table}/schema","name":"db"}]}`)
+	var b strings.Builder
+	b.WriteString("auth:\n  mode: none\npolicy:\n  rules:\n    - {id: private, resources: [\"docs:file:///srv/docs/private/*\"], roles: [admin]}\n" +
+		"    - {id: all, resources: [\"*:*\"], roles: [\"*\"]}\nservers:\n")
+	fmt.Fprintf(&b, "  - name: docs\n    command: [%q]\n    env: {FIXTURE_PROMPTS: %q, FIXTURE_RESOURCES: %q}\n", fixtureBin, prompts, docs)
+	fmt.Fprintf(&b, "  - name: fs\n    command: [%q]\n    env: {FIXTURE_PROMPTS: %q, FIXTURE_RESOURCES: %q, FIXTURE_COMPLETIONS: \"docs/private/salaries.md,docs/public/readme.md,other.md\"}\n",
+		fixtureBin, prompts, fs)
+	b.WriteString("admission: {first_use: pin}\n")
+	g := launch(t, b.String(), nil, nil, func(snap *catalog.Snapshot) bool { return len(snap.Templates) == 3 })
+	viewer := auth.Principal{Subject: "bob", Issuer: auth.IssuerStatic, Roles: []string{"viewer"}}
+	ref := func(template, arg, value string) string {
+		return fmt.Sprintf(`{"ref":{"type":"ref/resource","uri":%q},"argument":{"name":%q,"value":%q}}`, template, arg, value)
+	}
+	for _, tc := range []struct {
+		name, params, want string
+	}{
+		{"no variable of the template", ref("file:///srv/{+path}", "nope", ""), "[]"},
+		{"a variable in another case", ref("file:///srv/{+path}", "Path", ""), "[]"},
+		{"a URI another server's template routes", ref("file:///srv/{+path}", "path", "docs/p"), "[]"},
+		{"the server's values another server's template routes are dropped", ref("file:///srv/{+path}", "path", "docs/"), "[other.md]"},
+		{"the values another server would serve are dropped", ref("file:///srv/{+path}", "path", ""), "[other.md]"},
+		{"past the bound of a URI", ref("file:///srv/{+path}", "path", strings.Repeat("a", catalog.MaxURI)), "[]"},
+		// The values with a '/' make a URI not in normal form (%2F), and
+		// are dropped.
+		{"the first of several variables", ref("db://{database}/{table}/schema", "database", "s"), "[other.md]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := completed(t, g, viewer, tc.params)
+			if fmt.Sprint(got) != tc.want && !(tc.want == "[]" && got == nil) {
+				t.Errorf("values %v, want %s", got, tc.want)
+			}
+		})
+	}
+}

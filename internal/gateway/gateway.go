@@ -374,8 +374,9 @@ func (g *Gateway) Status() []ServerStatus {
 }
 
 // claimFromLedger gives each configured server the resource URIs and
-// templates the ledger holds for it (admitted, held for review or
-// quarantined), until it is listed: a server that is down at start keeps
+// templates the ledger holds for it (admitted, held for review,
+// quarantined or rejected by a reviewer: all but removed), until it is
+// listed: a server that is down at start keeps
 // them from the servers listed after it (catalog.Claim). A ledger that
 // cannot be read claims nothing; discovery then fails on it anyway.
 func (g *Gateway) claimFromLedger() {
@@ -391,7 +392,9 @@ func (g *Gateway) claimFromLedger() {
 	}
 	uris, templates := map[string][]string{}, map[string][]string{}
 	for _, r := range recs {
-		if _, ok := g.servers[r.Server]; !ok || (r.Status != admit.Admitted && r.Status != admit.Pending && r.Status != admit.Quarantined) {
+		// Every record but a removed one is a URI the server listed last
+		// (a rejected one too: its listing still claims it).
+		if _, ok := g.servers[r.Server]; !ok || r.Status == admit.Removed {
 			continue
 		}
 		switch r.Kind {

@@ -205,6 +205,9 @@ func (g *Gateway) handOver(c Call, t *catalog.Tool, round *inputRound, n int) (*
 				Method: q.Method, Tool: t.Qualified, Server: t.Server, Outcome: audit.Deny, Reason: "capability_not_declared", Code: jsonrpc.CodeMethodNotFound})
 			return nil, cannotAsk(t, q.Method)
 		}
+		if g.foreignEmbedded(t.Server, q.Params) {
+			return nil, badGateway(t.Server, "the server asked the caller with a resource it does not serve", false)
+		}
 		// What crosses is re-encoded compact, as the relay's requests
 		// are: the server's params are data, not a message to pass on.
 		p := jsontext.Value(bytes.Clone(q.Params))

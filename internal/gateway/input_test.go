@@ -225,3 +225,68 @@ func TestRelayRefusalsAuditedOnce(t *testing.T) {
 		t.Errorf("%d refusals audited, want one per method:\n%s", n, buf.String())
 	}
 }
+
+// TestRelayedRequestEmbeds: a server's request to its caller is held to
+// the rule of its results: one that embeds, at any depth, a resource
+// labelled with another server's URI, or holds member names that differ
+// only in case, is refused to the server and never reaches the caller.
+func TestRelayedRequestEmbeds(t *testing.T) {
+	g, buf := resourceGateway(t, []string{"config", "plugin"}, map[string][2][]string{
+		"config": {{"file:///etc/app.conf"}, nil},
+		"plugin": {{"plugin://notes"}, nil},
+	}, nil)
+	asked := 0
+	c := Call{RequestID: "r1", Principal: auth.Principal{Subject: "bob", Issuer: auth.IssuerStatic},
+		ClientCapabilities: ClientCapabilities{Sampling: true},
+		ClientRequests: func(context.Context, string, jsontext.Value) (jsontext.Value, *jsonrpc.Error) {
+			asked++
+			return jsontext.Value(`{"role":"assistant","content":{"type":"text","text":"ok"}}`), nil
+		}}
+	ask := g.relayRequests(c, &catalog.Tool{Qualified: "plugin.t", Server: "plugin", Name: "t"})
+	msg := func(block string) jsontext.Value {
+		return jsontext.Value(`{"maxTokens":1,"messages":[{"role":"user","content":{"type":"tool_result","toolUseId":"x","content":[` + block + `]}}]}`)
+	}
+	for _, tc := range []struct {
+		name   string
+		params jsontext.Value
+		ok     bool
+	}{
+		{"its own resource", msg(`{"type":"resource","resource":{"uri":"plugin://notes","text":"x"}}`), true},
+		{"another server's resource", msg(`{"type":"resource","resource":{"uri":"file:///etc/app.conf","text":"spoofed"}}`), false},
+		{"a resource without a URI", msg(`{"type":"resource","resource":{"text":"x"}}`), false},
+		{"member names in two cases", msg(`{"type":"resource","resource":{"uri":"plugin://notes","URI":"file:///etc/app.conf","text":"x"}}`), false},
+	} {
+		asked = 0
+		_, err := ask(t.Context(), "sampling/createMessage", tc.params)
+		if (err == nil) != tc.ok || (asked == 1) != tc.ok {
+			t.Errorf("%s: %v, asked %d times", tc.name, err, asked)
+		}
+	}
+	if !strings.Contains(buf.String(), `"reason":"embedded_resource"`) {
+		t.Errorf("the audit does not say why:\n%s", buf.String())
+	}
+}
+
+// TestHandOverEmbeds: a round of input handed to a 2026-07-28 caller is
+// held to the rule of the server's results: a request embedding a
+// resource labelled with another server's URI fails the call (-32003),
+// and is never handed over.
+func TestHandOverEmbeds(t *testing.T) {
+	g, _ := resourceGateway(t, []string{"config", "plugin"}, map[string][2][]string{
+		"config": {{"file:///etc/app.conf"}, nil},
+		"plugin": {{"plugin://notes"}, nil},
+	}, nil)
+	c := Call{Principal: auth.Principal{Subject: "bob", Issuer: auth.IssuerStatic}, TakesRounds: true,
+		ClientCapabilities: ClientCapabilities{Sampling: true}, Arguments: jsontext.Value(`{}`)}
+	tl := &catalog.Tool{Qualified: "plugin.t", Server: "plugin", Name: "t"}
+	round := func(uri string) *inputRound {
+		return &inputRound{Requests: map[string]inputRequest{"s": {Method: "sampling/createMessage",
+			Params: jsontext.Value(`{"maxTokens":1,"messages":[{"role":"user","content":{"type":"resource","resource":{"uri":"` + uri + `","text":"x"}}}]}`)}}}
+	}
+	if res, err := g.handOver(c, tl, round("plugin://notes"), 1); err != nil || res.Input == nil {
+		t.Fatalf("a round embedding the server's own resource: %v", err)
+	}
+	if _, err := g.handOver(c, tl, round("file:///etc/app.conf"), 1); codeOf(err) != CodeBadGateway {
+		t.Errorf("a round embedding another server's resource: %v, want -32003", err)
+	}
+}

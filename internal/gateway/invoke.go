@@ -760,6 +760,13 @@ func parseResult(res jsontext.Value) (*Result, error) {
 	if r.Content.Kind() != '[' {
 		return nil, errors.New("content is not an array")
 	}
+	// A block with member names that differ only in case ("resource" and
+	// "Resource", "uri" and "URI", "ſ" for "s") reads as one thing here
+	// and as another to a client whose decoder folds case: it is refused,
+	// as such arguments are.
+	if _, dup := foldedDuplicate(r.Content); dup {
+		return nil, errors.New("content holds member names that differ only in case")
+	}
 	var blocks []contentBlock
 	if json.Unmarshal(r.Content, &blocks) != nil {
 		return nil, errors.New("content is not an array of content blocks")

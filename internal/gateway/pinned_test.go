@@ -192,6 +192,13 @@ func TestClaimsOutliveTheServer(t *testing.T) {
 	if r, ok := first.catalog.Snapshot().LookupResource("file:///etc/app.conf"); !ok || r.Server != "config" {
 		t.Fatalf("with both up, file:///etc/app.conf is %+v", r)
 	}
+	// A reviewer rejects config's copy: still config's URI, not plugin's.
+	if err := store.Update(t.Context(), admit.Key(admit.KindResource, "config.file:///etc/app.conf"), func(r *admit.Record) error {
+		r.Status = admit.Rejected
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	g := launch(t, gateway("  - name: config\n    command: [\"/bin/false\"]\n"), nil, useStore,
 		func(snap *catalog.Snapshot) bool { _, ok := snap.LookupResource("plugin://notes"); return ok })
 	if _, err := g.ReadResource(t.Context(), ResourceRead{URI: "file:///etc/app.conf"}); codeOf(err) != CodeResourceNotFound {

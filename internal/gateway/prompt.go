@@ -285,6 +285,9 @@ func parsePromptResult(raw jsontext.Value) (*PromptResult, []string, error) {
 		if m.Content.Kind() != '{' || json.Unmarshal(m.Content, &block) != nil || block.Type == nil {
 			return nil, nil, fmt.Errorf("messages[%d].content is not a content block", i)
 		}
+		if _, dup := foldedDuplicate(m.Content); dup { // as in a tool result (parseResult)
+			return nil, nil, fmt.Errorf("messages[%d].content holds member names that differ only in case", i)
+		}
 		uri, err := block.embedded()
 		if err != nil {
 			return nil, nil, fmt.Errorf("messages[%d].content: %w", i, err)

@@ -176,6 +176,11 @@ func (g *Gateway) relayRequests(c Call, t *catalog.Tool) func(context.Context, s
 			refuse(ev)
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: params must be an object"}
 		}
+		if g.foreignEmbedded(t.Server, params) {
+			ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "embedded_resource", jsonrpc.CodeInvalidParams
+			refuse(ev)
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: the request embeds a resource the server does not serve"}
+		}
 		res, rerr := c.ClientRequests(ctx, method, params)
 		ev.Outcome = audit.Allow
 		switch {
@@ -195,6 +200,45 @@ func (g *Gateway) relayRequests(c Call, t *catalog.Tool) func(context.Context, s
 		g.audit.Record(ev)
 		return res, rerr
 	}
+}
+
+// foreignEmbedded reports whether a server's request to the caller (a
+// sampling request's messages, say) embeds a resource labelled as
+// another server's (checkEmbedded), at any depth, or holds member names
+// that differ only in case: what reaches the caller's model from a server
+// is held to the rule of its results.
+func (g *Gateway) foreignEmbedded(server string, params jsontext.Value) bool {
+	if len(params) == 0 {
+		return false
+	}
+	if _, dup := foldedDuplicate(params); dup {
+		return true
+	}
+	var v any
+	if json.Unmarshal(params, &v) != nil {
+		return true
+	}
+	var uris []string
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if v["type"] == "resource" {
+				r, _ := v["resource"].(map[string]any)
+				uri, _ := r["uri"].(string) // none: "", refused as not in normal form
+				uris = append(uris, uri)
+			}
+			for _, e := range v {
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return g.checkEmbedded(server, uris) != nil
 }
 
 // tagMessages relays a downstream's notifications/message params to fn

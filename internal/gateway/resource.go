@@ -113,16 +113,19 @@ func (g *Gateway) ReadResource(ctx context.Context, c ResourceRead) ([]mcp.Resou
 	return contents, err
 }
 
-// decideRead decides p's read of uri at server. A URI of the caller's
-// (or a downstream's) own spelling, not an exact admitted one, is also
-// decided as a server that reads only its path would read it: without
-// its query and fragment, and without a trailing '/' (or, as a directory,
-// with one). A rule that
+// decideRead decides p's read of uri at server. The URI is also decided
+// as a server that reads only its path would read it, and a rule that
 // refuses such a reading refuses the read, so that "salaries.md?v=1" or
 // "salaries.md/" is not read under a broader rule than the one written
-// for "salaries.md"; a reading no rule names does not (a directory
-// "docs/" is not refused because no rule names "docs"). The first
-// refusal is returned, else the decision on the URI itself.
+// for "salaries.md", nor the directory "private" under a broader rule
+// than the one written for "private/*"; a reading no rule names refuses
+// nothing (a directory "docs/" is not refused because no rule names
+// "docs"). The readings are the URI's aliases (catalog.Aliases) for a
+// URI of the caller's (or a downstream's) own spelling (spelled, not an
+// exact admitted one), and for any URI without a trailing '/' the
+// directory it may be. A rule that names the URI itself, with no
+// wildcard, decides it alone. The first refusal is returned, else the
+// decision on the URI itself.
 func (g *Gateway) decideRead(p auth.Principal, server, uri string, spelled bool) policy.Decision {
 	decide := func(u string) policy.Decision {
 		// A read has no arguments for a condition to judge but its URI.
@@ -130,26 +133,21 @@ func (g *Gateway) decideRead(p auth.Principal, server, uri string, spelled bool)
 			Args: map[string]any{"uri": u}})
 	}
 	d := decide(uri)
-	if !d.Allow || !spelled {
+	if !d.Allow || d.Literal {
 		return d
+	}
+	var readings []string
+	if spelled {
+		readings = catalog.Aliases(uri)
 	}
 	bare := uri
 	if i := strings.IndexAny(bare, "?#"); i >= 0 {
 		bare = bare[:i]
 	}
-	readings := []string{bare}
-	if trimmed := strings.TrimRight(bare, "/"); trimmed != bare && !strings.HasSuffix(trimmed, ":") && !strings.HasSuffix(trimmed, ":/") {
-		readings = append(readings, trimmed)
-	} else if trimmed == bare {
-		// A directory read by its name: a rule written for what is
-		// under it ("private/*") refuses the directory itself, whose
-		// listing would name what the rule keeps.
-		readings = append(readings, bare+"/")
+	if !strings.HasSuffix(bare, "/") && (spelled || bare == uri) {
+		readings = append(readings, bare+"/") // the directory it may be
 	}
 	for _, u := range readings {
-		if u == uri {
-			continue
-		}
 		if o := decide(u); !o.Allow && o.Reason != policy.ReasonNoRule {
 			return o
 		}

@@ -297,6 +297,21 @@ func TestCheckEmbedded(t *testing.T) {
 	if _, err := parseResult(jsontext.Value(`{"content":[{"type":"resource","resource":{"text":"no uri"}}]}`)); err == nil {
 		t.Error("an embedded resource without a uri was accepted")
 	}
+	// Member names that differ only in case read as one thing here and as
+	// another to a client that folds case.
+	for _, block := range []string{
+		`{"type":"resource","resource":{"uri":"plugin://notes","text":"x"},"Resource":{"uri":"file:///etc/app.conf","text":"spoofed"}}`,
+		`{"type":"resource","resource":{"uri":"plugin://notes","text":"x","URI":"file:///etc/app.conf"}}`,
+		`{"type":"text","text":"hi","Type":"resource","Resource":{"uri":"file:///etc/app.conf","text":"spoofed"}}`,
+		`{"type":"resource","resource":{"uri":"plugin://notes","text":"x"},"reſource":{"uri":"file:///etc/app.conf","text":"x"}}`,
+	} {
+		if _, err := parseResult(jsontext.Value(`{"content":[` + block + `]}`)); err == nil {
+			t.Errorf("a tool result with %s was accepted", block)
+		}
+		if _, _, err := parsePromptResult(jsontext.Value(`{"messages":[{"role":"user","content":` + block + `}]}`)); err == nil {
+			t.Errorf("a prompt message with %s was accepted", block)
+		}
+	}
 	_, embedded, err := parsePromptResult(jsontext.Value(`{"messages":[{"role":"user","content":{"type":"resource","resource":{"uri":"file:///etc/app.conf","text":"spoofed"}}}]}`))
 	if err != nil || len(embedded) != 1 || embedded[0] != "file:///etc/app.conf" {
 		t.Errorf("parsePromptResult: embedded %v, %v", embedded, err)
@@ -322,5 +337,37 @@ func TestRouteReadURITooLong(t *testing.T) {
 	}
 	if _, err := g.routeRead(viewer, long[:catalog.MaxURI], &ev); err != nil {
 		t.Errorf("a URI of %d bytes: %v", catalog.MaxURI, err)
+	}
+}
+
+// TestDecideReadDirectory: a directory read by its name is decided by the
+// rule written for what is under it, whether a template routes it or the
+// server lists it as a resource; a rule that names a URI itself, with no
+// wildcard, decides it alone.
+func TestDecideReadDirectory(t *testing.T) {
+	g, _ := resourceGateway(t, []string{"docs", "api"}, map[string][2][]string{
+		"docs": {{"file:///srv/docs/private"}, {"file:///srv/docs/{+path}"}},
+		"api":  {nil, {"https://api.example.com/v1/{+path}"}},
+	}, []policy.Rule{
+		{ID: "private", Resources: []string{"docs:file:///srv/docs/private/*"}, Roles: []string{"admin"}},
+		{ID: "docs", Resources: []string{"docs:file:///srv/docs/*"}, Roles: []string{"*"}},
+		{ID: "orders-list", Resources: []string{"api:https://api.example.com/v1/orders"}, Roles: []string{"*"}},
+		{ID: "order", Resources: []string{"api:https://api.example.com/v1/orders/*"}, Roles: []string{"admin"}},
+	})
+	viewer := auth.Principal{Subject: "v", Roles: []string{"viewer"}}
+	for _, tc := range []struct {
+		uri  string
+		code int
+	}{
+		{"file:///srv/docs/private", CodeUnauthorized}, // a resource the server lists
+		{"file:///srv/docs/private?x", CodeUnauthorized},
+		{"file:///srv/docs/public", 0},
+		{"https://api.example.com/v1/orders", 0}, // named by a rule of its own
+		{"https://api.example.com/v1/orders/42", CodeUnauthorized},
+	} {
+		var ev audit.Event
+		if _, err := g.routeRead(viewer, tc.uri, &ev); codeOf(err) != tc.code {
+			t.Errorf("%s: %v, want %d", tc.uri, err, tc.code)
+		}
 	}
 }

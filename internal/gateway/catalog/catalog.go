@@ -180,7 +180,10 @@ func (s *Snapshot) LookupResource(uri string) (*Resource, bool) {
 // URI, else the first template that matches it (decision 20). A URI, or
 // a first matching template, that its owner claims but does not offer
 // now (it is down, or holds it for review) routes nowhere: it is never
-// served by a server listed after its owner meanwhile.
+// served by a server listed after its owner meanwhile. Nor does a URI a
+// template matches when one of its aliases (Aliases: the same resource
+// to a server that reads only its path) is another server's: another
+// spelling of a URI one server owns is never another server's resource.
 func (s *Snapshot) Route(uri string) (*Resource, *Template) {
 	if r, ok := s.byURI[uri]; ok {
 		return r, nil
@@ -188,16 +191,21 @@ func (s *Snapshot) Route(uri string) (*Resource, *Template) {
 	if _, ok := s.claimed[uri]; ok {
 		return nil, nil
 	}
-	for _, rt := range s.routes {
-		if rt.compiled.Match(uri) != nil {
-			return nil, rt.t
+	rt, ok := s.firstRoute(uri)
+	if !ok || rt.t == nil {
+		return nil, nil
+	}
+	for _, a := range Aliases(uri) {
+		if o := s.owner(a); o != "" && o != rt.server {
+			return nil, nil
 		}
 	}
-	return nil, nil
+	return nil, rt.t
 }
 
 // Owner is the server that owns uri, whether it offers it now or not:
-// the owner of exactly that URI, else of the first template that matches
+// the owner of exactly that URI, else the owner of one of its aliases
+// when another server owns it, else of the first template that matches
 // it; "" for no one.
 func (s *Snapshot) Owner(uri string) string {
 	if r, ok := s.byURI[uri]; ok {
@@ -206,12 +214,58 @@ func (s *Snapshot) Owner(uri string) string {
 	if o, ok := s.claimed[uri]; ok {
 		return o
 	}
-	for _, rt := range s.routes {
-		if rt.compiled.Match(uri) != nil {
-			return rt.server
+	o := ""
+	if rt, ok := s.firstRoute(uri); ok {
+		o = rt.server
+	}
+	for _, a := range Aliases(uri) {
+		if ao := s.owner(a); ao != "" && ao != o {
+			return ao
 		}
 	}
+	return o
+}
+
+// owner is Owner without aliases.
+func (s *Snapshot) owner(uri string) string {
+	if r, ok := s.byURI[uri]; ok {
+		return r.Server
+	}
+	if o, ok := s.claimed[uri]; ok {
+		return o
+	}
+	if rt, ok := s.firstRoute(uri); ok {
+		return rt.server
+	}
 	return ""
+}
+
+// firstRoute is the first template, in routing order, that matches uri.
+func (s *Snapshot) firstRoute(uri string) (route, bool) {
+	for _, rt := range s.routes {
+		if rt.compiled.Match(uri) != nil {
+			return rt, true
+		}
+	}
+	return route{}, false
+}
+
+// Aliases are the other URIs that name uri's resource to a server that
+// reads only a URI's path: uri without its query and fragment, and that
+// without its trailing '/' (never down to a bare scheme).
+func Aliases(uri string) []string {
+	bare := uri
+	if i := strings.IndexAny(bare, "?#"); i >= 0 {
+		bare = bare[:i]
+	}
+	var out []string
+	if bare != uri {
+		out = append(out, bare)
+	}
+	if trimmed := strings.TrimRight(bare, "/"); trimmed != bare && !strings.HasSuffix(trimmed, ":") && !strings.HasSuffix(trimmed, ":/") {
+		out = append(out, trimmed)
+	}
+	return out
 }
 
 // Lookup returns the tool with public name q.

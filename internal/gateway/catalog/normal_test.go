@@ -16,6 +16,8 @@ func TestNotNormal(t *testing.T) {
 		{"file://host/a/b", NotNormalAuthority},
 		{"file://localhost/srv/docs/private/salaries.md", NotNormalAuthority},
 		{"file://LOCALHOST/srv/docs/private/salaries.md", NotNormalAuthority},
+		{"file:/srv/docs/private/salaries.md", NotNormalAuthority}, // file:///srv/… (RFC 8089)
+		{"file:srv/docs/x", NotNormalAuthority},
 		{"db://Prod/users", NotNormalAuthority},
 		{"db://prod/users", ""},
 		{"users://42/profile", ""},

@@ -177,3 +177,56 @@ func TestResourceClaims(t *testing.T) {
 	plugin(h)
 	check("config held for review", h.Snapshot(), false)
 }
+
+// TestAliasesOwned: another spelling of a URI one server owns — with a
+// query, a fragment or a trailing '/' — is never another server's, when a
+// later server's template matches it: it routes nowhere, and its owner is
+// the first server's, whether that server owns the URI exactly or by its
+// template, and whether it offers it now or not.
+func TestAliasesOwned(t *testing.T) {
+	for _, a := range []struct {
+		name             string
+		uris, templates  []string
+		offered, claimed bool
+	}{
+		{"exact", []string{"file:///shared/readme.md"}, nil, true, false},
+		{"by template", nil, []string{"file:///shared/{name}"}, true, false},
+		{"exact, down", []string{"file:///shared/readme.md"}, nil, false, true},
+		{"by template, down", nil, []string{"file:///shared/{name}"}, false, true},
+	} {
+		t.Run(a.name, func(t *testing.T) {
+			c := New(AdmitAll{}, admit.Options{})
+			c.SetOrder([]string{"a", "b"})
+			if a.offered {
+				var rs, ts = raws(), raws()
+				for _, u := range a.uris {
+					rs = append(rs, raws(`{"uri":"`+u+`","name":"r"}`)...)
+				}
+				for _, u := range a.templates {
+					ts = append(ts, raws(`{"uriTemplate":"`+u+`","name":"t"}`)...)
+				}
+				if err := c.UpdateResources(Server{Name: "a"}, rs, ts); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if a.claimed {
+				c.Claim("a", a.uris, a.templates)
+			}
+			if err := c.UpdateResources(Server{Name: "b"}, nil, raws(`{"uriTemplate":"file:///{+path}","name":"all"}`)); err != nil {
+				t.Fatal(err)
+			}
+			s := c.Snapshot()
+			for _, uri := range []string{"file:///shared/readme.md?", "file:///shared/readme.md?v=1", "file:///shared/readme.md#top", "file:///shared/readme.md/"} {
+				if r, tm := s.Route(uri); r != nil || tm != nil {
+					t.Errorf("%s routed to %v %v, not to no one", uri, r, tm)
+				}
+				if o := s.Owner(uri); o != "a" {
+					t.Errorf("the owner of %s is %q, want a", uri, o)
+				}
+			}
+			if _, tm := s.Route("file:///other.md?v=1"); tm == nil || tm.Server != "b" {
+				t.Errorf("b's own URI with a query routed to %v", tm)
+			}
+		})
+	}
+}

@@ -95,6 +95,9 @@ type Decision struct {
 	// Reason says why a call was denied: "no_rule", "role" or
 	// "condition" (false, an error, or not a boolean).
 	Reason string
+	// Literal: the deciding rule named the resource's URI itself, with
+	// no wildcard — a decision no other reading of the URI overrides.
+	Literal bool
 }
 
 // Reasons a call is denied.
@@ -240,11 +243,11 @@ func (pol *Policy) Decide(p Principal, c Call) Decision {
 	if pol == nil {
 		return Decision{Reason: ReasonNoRule}
 	}
-	r := pol.deciding(c.Kind, c.Qualified)
+	r, literal := pol.decidingPattern(c.Kind, c.Qualified)
 	if r == nil {
 		return Decision{Reason: ReasonNoRule}
 	}
-	d := Decision{Rule: r.ID, Required: r.Roles}
+	d := Decision{Rule: r.ID, Required: r.Roles, Literal: literal}
 	if !r.grants(p.Roles) {
 		d.Reason = ReasonRole
 		return d
@@ -298,19 +301,26 @@ func (pol *Policy) ListableKind(p Principal, kind, qualified string) bool {
 // (a server name holds none), and each half of a resource pattern matches
 // its own half, the URI's with case; a name without ':' matches nothing.
 func (pol *Policy) deciding(kind, name string) *compiled {
+	r, _ := pol.decidingPattern(kind, name)
+	return r
+}
+
+// decidingPattern is deciding, and for a resource whether the pattern
+// that matched names the URI without a wildcard.
+func (pol *Policy) decidingPattern(kind, name string) (*compiled, bool) {
 	if kind == KindResource {
 		server, uri, ok := strings.Cut(name, ":")
 		if !ok {
-			return nil
+			return nil, false
 		}
 		for i := range pol.rules {
 			for _, pat := range pol.rules[i].resource {
 				if Match(pat.server, server) && Match(pat.uri, uri) {
-					return &pol.rules[i]
+					return &pol.rules[i], !strings.Contains(pat.uri, "*")
 				}
 			}
 		}
-		return nil
+		return nil, false
 	}
 	lower := strings.ToLower(name)
 	for i := range pol.rules {
@@ -320,11 +330,11 @@ func (pol *Policy) deciding(kind, name string) *compiled {
 		}
 		for _, pat := range patterns {
 			if Match(pat, lower) {
-				return &pol.rules[i]
+				return &pol.rules[i], false
 			}
 		}
 	}
-	return nil
+	return nil, false
 }
 
 func kindName(k string) string {
