@@ -1919,7 +1919,7 @@ mutate gw-uri-too-long "a caller's URI of any length is routed" \
 
 mutate gw-slots-share "one principal may hold every in-flight slot of a server" \
 	internal/gateway/slots.go \
-	'if p\.Issuer != "none" && p\.Issuer != "stdio" \{' \
+	'if p\.Issuer != "none" && p\.Issuer != "stdio" && p\.Issuer != "" \{' \
 	'if false {' \
 	-- "$gwpkg" 'TestSlotsShared'
 
@@ -2044,6 +2044,44 @@ mutate gw-claims-rejected "a URI a reviewer rejected is claimed by no one while 
 	'!ok \|\| r\.Status == admit\.Removed \{' \
 	'!ok || r.Status == admit.Removed || r.Status == admit.Rejected {' \
 	-- "$gwpkg" 'TestClaimsOutliveTheServer'
+
+# --- Session 24, third review: pins kept, shares kept, every request a slot.
+
+mutate admit-forget-pin "a removed record pinned on first use may be forgotten, undoing its quarantine" \
+	internal/gateway/admit/lifecycle.go \
+	'return r\.Status == Removed && r\.Approval == nil && ' \
+	'return r.Status == Removed && (r.Approval == nil || r.Approval.Mode == string(FirstUsePin)) && ' \
+	-- "$gwpkg" 'TestChurnKeepsTheQuarantine'
+
+mutate gw-ledger-bound "a server's new names are recorded without bound" \
+	internal/gateway/admission.go \
+	'\} else if n\+\+; n > bound \{' \
+	'} else if n++; false && n > bound {' \
+	-- "$gwpkg" 'TestChurnBoundsTheLedger'
+
+mutate front-revoke-owner "the store keeps no owner of an ended session, so a principal's share resets at a restart" \
+	internal/gateway/front/sessions.go \
+	'Until: ss\.issued\.Add\(s\.ttl\), Owner: who\}' \
+	'Until: ss.issued.Add(s.ttl)}' \
+	-- ./internal/gateway/front 'TestRevokeShareKeptInTheStore'
+
+mutate gw-complete-slot "a completion takes no slot of the server's in-flight bound" \
+	internal/gateway/complete.go \
+	'release, err := ds\.slots\.acquire\(dctx, c\.Principal\)' \
+	'release, err := func() {}, error(nil)' \
+	-- "$gwpkg" 'TestCompletionTakesASlot'
+
+mutate gw-resubscribe-served "a server that came back as another is subscribed again to what it no longer serves" \
+	internal/gateway/subscribe.go \
+	'Route\(k\.uri\); !\(r != nil' \
+	'Route(k.uri); false && !(r != nil' \
+	-- "$gwpkg" 'TestResubscribeOnlyWhatIsServed'
+
+mutate gw-slots-own "the gateway's own requests take a share of a quarter of the slots" \
+	internal/gateway/slots.go \
+	' && p\.Issuer != "" \{' \
+	' {' \
+	-- "$gwpkg" 'TestSlotsShared'
 
 # A worker's summary, which the coordinator reads.
 echo

@@ -12,6 +12,7 @@ import (
 	"github.com/mcp-bastion/bastion/internal/gateway/admit"
 	"github.com/mcp-bastion/bastion/internal/gateway/audit"
 	"github.com/mcp-bastion/bastion/internal/gateway/catalog"
+	"github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/gateway/evidence"
 	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
 	"github.com/mcp-bastion/bastion/internal/gateway/review"
@@ -41,12 +42,27 @@ func (a gate) Judge(srv catalog.Server, kind admit.Kind, entries []catalog.Entry
 		now := g.now().UTC()
 		seen := make(map[string]bool, len(entries))
 		var changed []admit.Record
+		// The server's records of this kind are bounded: as many as it
+		// may list, and as many removed ones again. A name past the bound
+		// is held, not recorded — so that a server that lists new names
+		// on every walk cannot grow the ledger without end, nor push out
+		// a record that pins what it changed (see admit.Forgettable).
+		listed := g.cfg.Discovery.Tools
+		if listed == 0 { // a configuration that was not defaulted
+			listed = config.DefaultTools
+		}
+		held, n, bound := 0, recordsOf(prev, kind), listed+admit.MaxRemoved
 		for _, e := range entries {
 			key := admit.Key(kind, e.Qualified)
 			seen[key] = true
 			var p *admit.Record
 			if r, ok := prev[key]; ok {
 				p = &r
+			} else if n++; n > bound {
+				held++
+				out = append(out, admit.Record{Kind: kind, Qualified: e.Qualified, Server: srv.Name, Name: e.Name,
+					Status: admit.Pending, Reason: reasonLedgerFull, Updated: now})
+				continue
 			}
 			c := admit.Candidate{Digest: e.Digest, Descriptor: e.Canonical, Identity: srv.Identity, Findings: e.Findings, Seen: now}
 			r := admit.Observe(p, kind, e.Qualified, srv.Name, e.Name, c, mode, now)
@@ -83,6 +99,10 @@ func (a gate) Judge(srv catalog.Server, kind admit.Kind, entries []catalog.Entry
 			changed = slices.DeleteFunc(changed, func(r admit.Record) bool { return dropped[r.Key()] })
 			out = slices.DeleteFunc(out, func(r admit.Record) bool { return dropped[r.Key()] })
 		}
+		if held > 0 {
+			g.log.Warn("the ledger holds as many records of the server as it may: its new names are held, not recorded",
+				slog.String("server", srv.Name), slog.String("kind", kindPlural(kind)), slog.Int("held", held))
+		}
 		return ledger.Changes{Put: changed, Delete: forget}, nil
 	})
 	if err != nil {
@@ -94,6 +114,25 @@ func (a gate) Judge(srv catalog.Server, kind admit.Kind, entries []catalog.Entry
 		g.audit.Record(e)
 	}
 	return out, nil
+}
+
+// reasonLedgerFull holds a name the ledger has no room for.
+const reasonLedgerFull = "ledger_full"
+
+// recordsOf counts the records of kind among a server's records that a
+// walk keeps: all but the forgettable ones past admit.MaxRemoved.
+func recordsOf(recs map[string]admit.Record, kind admit.Kind) int {
+	n, forgettable := 0, 0
+	for _, r := range recs {
+		switch {
+		case r.Kind != kind:
+		case admit.Forgettable(r):
+			forgettable++
+		default:
+			n++
+		}
+	}
+	return n + min(forgettable, admit.MaxRemoved)
 }
 
 // kindPlural names a kind's descriptors in log lines.

@@ -149,11 +149,9 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 	log := callLog{g.log, slog.String("request_id", c.RequestID)}
 	dctx, cancel := context.WithTimeoutCause(ctx, ds.cfg.Timeout.D(), errCallTimeout)
 	defer cancel()
-	raw, err := ds.conn.Call(dctx, "completion/complete", params, upstream.CallOptions{
-		Identity: identityOf(c.Principal, c.RequestID),
-	})
+	// From here the request is allowed; how it ended is audited with it.
 	ev.Outcome = audit.Allow
-	if err != nil {
+	failed := func(err error) ([]mcp.Completion, error) {
 		err = g.callError(ctx, dctx, log, server, "completion/complete", err)
 		var gwErr *Error
 		if errors.As(err, &gwErr) {
@@ -161,6 +159,19 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 		}
 		g.audit.Record(ev)
 		return nil, err
+	}
+	// A completion is a request to the server like a call: it takes a
+	// slot of the server's in-flight bound, and of the caller's share.
+	release, err := ds.slots.acquire(dctx, c.Principal)
+	if err != nil {
+		return failed(err)
+	}
+	defer release()
+	raw, err := ds.conn.Call(dctx, "completion/complete", params, upstream.CallOptions{
+		Identity: identityOf(c.Principal, c.RequestID),
+	})
+	if err != nil {
+		return failed(err)
 	}
 	out, perr := parseCompletion(raw)
 	if perr != nil {
@@ -349,6 +360,11 @@ func (g *Gateway) SetLogLevel(ctx context.Context, c LogLevelRequest) bool {
 		wg.Go(func() {
 			dctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout.D())
 			defer cancel()
+			release, err := d.slots.acquire(dctx, c.Principal) // a request like a call
+			if err != nil {
+				return
+			}
+			defer release()
 			if _, err := d.conn.Call(dctx, "logging/setLevel", params, upstream.CallOptions{}); err != nil {
 				g.log.Warn("a downstream refused logging/setLevel", slog.String("server", d.name), slog.String("error", err.Error()))
 			}

@@ -2,12 +2,14 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -359,5 +361,33 @@ func TestCompletionOfATemplateRouted(t *testing.T) {
 				t.Errorf("values %v, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCompletionTakesASlot: a completion is a request to the server like
+// a call: while its caller holds its whole share of the server's slots,
+// it waits (here, until its context ends) instead of reaching the server.
+func TestCompletionTakesASlot(t *testing.T) {
+	g, _ := startCompleting(t, "    - {id: all, prompts: [\"*\"], resources: [\"*:*\"], roles: [\"*\"]}\n")
+	p := auth.Principal{Subject: "mallory", Issuer: auth.IssuerStatic, Roles: []string{"viewer"}}
+	params := jsontext.Value(`{"ref":{"type":"ref/prompt","name":"docs.summarize"},"argument":{"name":"customer","value":"ac"}}`)
+	var held []func()
+	for range max(1, g.cfg.Limits.InflightPerDownstream/4) {
+		release, err := g.servers["docs"].slots.acquire(t.Context(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, release)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if res, err := g.Complete(ctx, CompletionRequest{Principal: p, Params: params}); err == nil {
+		t.Errorf("a completion past its caller's share reached the server: %v", res)
+	}
+	for _, r := range held {
+		r()
+	}
+	if res, err := g.Complete(t.Context(), CompletionRequest{Principal: p, Params: params}); err != nil || len(res) == 0 {
+		t.Errorf("a completion with a slot free: %v, %v", res, err)
 	}
 }

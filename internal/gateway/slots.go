@@ -36,7 +36,7 @@ func newSlots(n int) *slots {
 // The error is ctx's cause.
 func (s *slots) acquire(ctx context.Context, p auth.Principal) (release func(), err error) {
 	var sh *share
-	if p.Issuer != "none" && p.Issuer != "stdio" {
+	if p.Issuer != "none" && p.Issuer != "stdio" && p.Issuer != "" {
 		who := principalKey(p)
 		s.mu.Lock()
 		if sh = s.shares[who]; sh == nil {

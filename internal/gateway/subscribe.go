@@ -425,6 +425,11 @@ func (g *Gateway) resubscribe(server string) {
 	}
 	s.mu.Unlock()
 	for _, k := range keys {
+		// Only what the server still serves: one that came back as
+		// another is quarantined, and hears no caller's subscription.
+		if r, t := g.catalog.Snapshot().Route(k.uri); !(r != nil && r.Server == server || r == nil && t != nil && t.Server == server) {
+			continue
+		}
 		c := SubscribeRequest{URI: k.uri, RequestID: NewRequestID()}
 		if err := g.forwardSubscription(g.ctx, c, server, "resources/subscribe"); err != nil {
 			g.log.Warn("a downstream could not be subscribed again after it reconnected", slog.String("server", server), slog.String("error", err.Error()))

@@ -262,3 +262,25 @@ func TestSessionRelayWatchFollowsTheView(t *testing.T) {
 	case <-time.After(500 * time.Millisecond):
 	}
 }
+
+// TestResubscribeOnlyWhatIsServed: a server that reconnects is subscribed
+// again only to what it still serves: a URI it no longer serves (its
+// server came back as another one, and its lists are quarantined) hears
+// no caller's subscription.
+func TestResubscribeOnlyWhatIsServed(t *testing.T) {
+	g, log := startSubscribable(t)
+	p := auth.Principal{Subject: "bob", Issuer: auth.IssuerStatic, Roles: []string{"viewer"}}
+	if err := subscribe(t, g, p, "s1", "file:///watched.md", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		b, _ := os.ReadFile(log)
+		return strings.Count(string(b), `"method":"resources/subscribe"`)
+	}
+	before := count()
+	g.catalog.RemoveResources("docs") // still claimed, served by no one
+	g.resubscribe("docs")
+	if n := count(); n != before {
+		t.Errorf("%d subscribes reached a server for a URI it no longer serves", n-before)
+	}
+}

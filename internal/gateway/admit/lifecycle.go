@@ -255,16 +255,19 @@ func Remove(prev Record, now time.Time) Record {
 }
 
 // MaxRemoved bounds the removed records of one kind one server keeps
-// that no reviewer's decision is in (Forgettable).
+// that pin nothing (Forgettable).
 const MaxRemoved = 1000
 
 // Forgettable reports whether a record may be forgotten to keep the
-// ledger bounded: removed, and holding nothing a reviewer decided — no
-// approval but a first-use pin, no rejected digest. Forgetting one is
-// forgetting that a name came and went: if it comes back it is judged as
-// a first use again, as it was the first time.
+// ledger bounded: removed, and pinning nothing — never approved, by a
+// reviewer or on first use, and no digest rejected. Forgetting one is
+// forgetting that a name came and went unapproved: if it comes back it is
+// judged as a first use again, as it was the first time. An approved
+// record is never forgotten: it is what a changed descriptor or identity
+// is compared with, so forgetting it would let a server undo its own
+// quarantine by renaming its tools for a while.
 func Forgettable(r Record) bool {
-	return r.Status == Removed && (r.Approval == nil || r.Approval.Mode == string(FirstUsePin)) && len(r.RejectedDigests) == 0
+	return r.Status == Removed && r.Approval == nil && len(r.RejectedDigests) == 0
 }
 
 // Forget returns the keys of the records to forget so that no more than

@@ -115,8 +115,10 @@ type sessions struct {
 	mu      sync.Mutex
 	revoked map[string]revocation // nonce → the revocation
 	// revokedBy counts the revocations each principal (ownerOf, hex)
-	// made that are still held, for its share of the table.
+	// made that are still held, for its share of the table; swept is
+	// when expired ones were last dropped.
 	revokedBy map[string]int
+	swept     time.Time
 	streams   map[string]map[*notifier]string // key → stream → its principal
 	owned     map[string]int                  // principal → streams open
 	nstream   int
@@ -128,7 +130,7 @@ func newSessions(key []byte, ttl time.Duration, store ledger.Revocations) *sessi
 }
 
 // revocation is a session a DELETE ended: until when its id would be
-// valid anyway, and who ended it ("" when it was read from the store).
+// valid anyway, and who ended it ("" for one recorded without its owner).
 type revocation struct {
 	until time.Time
 	owner string
@@ -138,7 +140,11 @@ type revocation struct {
 const revokeTimeout = 5 * time.Second
 
 // load takes in the revocations the store recorded since since, and
-// returns the time to read from next.
+// returns the time to read from next. It takes every one, whatever the
+// bound of the table: a session another replica (or this one, before a
+// restart) ended stays ended here; the bound is kept by refusing new
+// DELETEs (revoke), each replica counting every principal's share from
+// the store.
 func (s *sessions) load(ctx context.Context, since time.Time) (time.Time, error) {
 	if s.store == nil {
 		return since, nil
@@ -150,19 +156,28 @@ func (s *sessions) load(ctx context.Context, since time.Time) (time.Time, error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range rs {
-		if len(s.revoked) >= maxRevoked {
-			s.dropExpired(time.Now())
-		}
-		if _, known := s.revoked[r.Nonce]; !known && len(s.revoked) < maxRevoked {
-			s.revoked[r.Nonce] = revocation{until: r.Until}
+		if _, known := s.revoked[r.Nonce]; !known {
+			s.revoked[r.Nonce] = revocation{until: r.Until, owner: r.Owner}
+			if r.Owner != "" {
+				s.revokedBy[r.Owner]++
+			}
 		}
 	}
 	return next, nil
 }
 
-// dropExpired forgets the revocations of ids that expired anyway; s.mu
-// is held.
+// sweepEvery bounds how often the table of ended sessions is swept of
+// expired ones: a sweep reads the whole table with s.mu held, so a
+// principal whose DELETEs are refused cannot make it run on each.
+const sweepEvery = time.Minute
+
+// dropExpired forgets the revocations of ids that expired anyway, at most
+// once a sweepEvery; s.mu is held.
 func (s *sessions) dropExpired(now time.Time) {
+	if now.Sub(s.swept) < sweepEvery {
+		return
+	}
+	s.swept = now
 	for n, r := range s.revoked {
 		if now.After(r.until) {
 			delete(s.revoked, n)
@@ -255,7 +270,7 @@ func (s *sessions) revoke(ctx context.Context, ss session, owner []byte) bool {
 	if s.store != nil {
 		ctx, cancel := context.WithTimeout(ctx, revokeTimeout)
 		defer cancel()
-		if err := s.store.Revoke(ctx, ledger.Revocation{Nonce: ss.nonce, Until: ss.issued.Add(s.ttl)}); err != nil {
+		if err := s.store.Revoke(ctx, ledger.Revocation{Nonce: ss.nonce, Until: ss.issued.Add(s.ttl), Owner: who}); err != nil {
 			return false
 		}
 	}

@@ -1,8 +1,14 @@
 package front
 
 import (
+	"context"
+	"encoding/hex"
+	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
 )
 
 // TestRevokeShare: one principal that ends sessions until its share of
@@ -29,12 +35,14 @@ func TestRevokeShare(t *testing.T) {
 	if _, err := s.open(id, alice); err == nil {
 		t.Error("alice's ended session is still open")
 	}
-	// Expired, mallory's revocations no longer count.
+	// Expired, mallory's revocations no longer count, once the table is
+	// swept (at most once a sweepEvery).
 	s.mu.Lock()
 	for n, r := range s.revoked {
 		r.until = time.Now().Add(-time.Second)
 		s.revoked[n] = r
 	}
+	s.swept = time.Now().Add(-sweepEvery)
 	s.mu.Unlock()
 	if !s.revoke(t.Context(), ss, mallory) {
 		t.Error("mallory's expired revocations still fill her share")
@@ -71,4 +79,49 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestRevokeShareKeptInTheStore: a principal's share of the table of
+// ended sessions holds after a restart (and on another replica): the
+// store keeps who ended each session, and a gateway that reads the store
+// counts them; every ended session it reads is ended, whatever the bound.
+func TestRevokeShareKeptInTheStore(t *testing.T) {
+	store := &memRevocations{}
+	mallory := ownerOf("static", "mallory")
+	before := newSessions(make([]byte, 32), time.Hour, store)
+	for range 3 {
+		_, ss := before.mint("2025-11-25", mallory, 0)
+		if !before.revoke(t.Context(), ss, mallory) {
+			t.Fatal("a revocation within the share was refused")
+		}
+	}
+	after := newSessions(make([]byte, 32), time.Hour, store) // a restart
+	if _, err := after.load(t.Context(), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := after.revokedBy[hex.EncodeToString(mallory)]; n != 3 {
+		t.Errorf("after a restart mallory is counted for %d ended sessions, want 3", n)
+	}
+	if len(after.revoked) != 3 {
+		t.Errorf("after a restart %d ended sessions are known, want 3", len(after.revoked))
+	}
+}
+
+// memRevocations is a store of revocations in memory.
+type memRevocations struct {
+	mu sync.Mutex
+	rs []ledger.Revocation
+}
+
+func (m *memRevocations) Revoke(_ context.Context, r ledger.Revocation) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rs = append(m.rs, r)
+	return nil
+}
+
+func (m *memRevocations) Revoked(context.Context, time.Time) ([]ledger.Revocation, time.Time, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.rs), time.Now(), nil
 }

@@ -258,7 +258,7 @@ func testStore(t *testing.T, open func(t *testing.T) ledger.Store) {
 		}
 		ctx := t.Context()
 		now := time.Now()
-		for _, r := range []ledger.Revocation{{Nonce: "live", Until: now.Add(time.Hour)}, {Nonce: "expired", Until: now.Add(-time.Second)}} {
+		for _, r := range []ledger.Revocation{{Nonce: "live", Until: now.Add(time.Hour), Owner: "0a1b"}, {Nonce: "expired", Until: now.Add(-time.Second)}} {
 			if err := rv.Revoke(ctx, r); err != nil {
 				t.Fatal(err)
 			}
@@ -292,6 +292,11 @@ func testStore(t *testing.T, open func(t *testing.T) ledger.Store) {
 		}
 		if err != nil || len(got) != 2 || !nonces["live"] || !nonces["later"] {
 			t.Errorf("after a reopen: %v, %v", got, err)
+		}
+		for _, r := range got {
+			if r.Nonce == "live" && r.Owner != "0a1b" {
+				t.Errorf("the owner of a revocation came back as %q", r.Owner)
+			}
 		}
 	})
 

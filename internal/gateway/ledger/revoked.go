@@ -16,6 +16,10 @@ import (
 type Revocation struct {
 	Nonce string
 	Until time.Time
+	// Owner is who ended it (the front's digest of its principal), so
+	// that each principal's share of the table holds after a restart
+	// and on every replica.
+	Owner string
 }
 
 // Revocations keeps the ended sessions beside the ledger, so that an id
@@ -38,17 +42,21 @@ var (
 )
 
 // Revoke implements Revocations: the nonce's key holds the expiry and
-// the time it was recorded, each as Unix nanoseconds.
+// the time it was recorded, each as Unix nanoseconds, then the owner.
 func (b *Bolt) Revoke(ctx context.Context, r Revocation) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	v := binary.BigEndian.AppendUint64(nil, uint64(r.Until.UnixNano()))
 	v = binary.BigEndian.AppendUint64(v, uint64(time.Now().UnixNano()))
+	v = append(v, r.Owner...)
 	return b.db.Update(func(tx *bolt.Tx) error {
 		bk, err := tx.CreateBucketIfNotExists(revokedBucket)
 		if err != nil {
 			return fmt.Errorf("ledger: revoke: %w", err)
+		}
+		if bk.Get([]byte(r.Nonce)) != nil {
+			return nil // ended already: the first record stands, as in PostgreSQL
 		}
 		return bk.Put([]byte(r.Nonce), v)
 	})
@@ -69,7 +77,7 @@ func (b *Bolt) Revoked(ctx context.Context, since time.Time) ([]Revocation, time
 		}
 		var expired [][]byte
 		err := bk.ForEach(func(k, v []byte) error {
-			if len(v) != 16 {
+			if len(v) < 16 {
 				expired = append(expired, k) // not one of ours: forgotten
 				return nil
 			}
@@ -79,7 +87,7 @@ func (b *Bolt) Revoked(ctx context.Context, since time.Time) ([]Revocation, time
 			case !until.After(now):
 				expired = append(expired, k)
 			case !at.Before(since):
-				out = append(out, Revocation{Nonce: string(k), Until: until})
+				out = append(out, Revocation{Nonce: string(k), Until: until, Owner: string(v[16:])})
 			}
 			return nil
 		})
@@ -104,6 +112,7 @@ func (b *Bolt) Revoked(ctx context.Context, since time.Time) ([]Revocation, time
 var revokedSchema = `CREATE TABLE IF NOT EXISTS bastion_revoked (
 		nonce       text COLLATE "C" PRIMARY KEY,
 		until       timestamptz NOT NULL,
+		owner       text COLLATE "C" NOT NULL DEFAULT '',
 		recorded_at timestamptz NOT NULL DEFAULT clock_timestamp()
 	)`
 
@@ -114,7 +123,7 @@ const revokedSlack = 10 * time.Second
 
 // Revoke implements Revocations.
 func (p *Postgres) Revoke(ctx context.Context, r Revocation) error {
-	if _, err := p.pool.Exec(ctx, `INSERT INTO bastion_revoked (nonce, until) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING`, r.Nonce, r.Until); err != nil {
+	if _, err := p.pool.Exec(ctx, `INSERT INTO bastion_revoked (nonce, until, owner) VALUES ($1, $2, $3) ON CONFLICT (nonce) DO NOTHING`, r.Nonce, r.Until, r.Owner); err != nil {
 		return fmt.Errorf("ledger: revoke: %w", err)
 	}
 	return nil
@@ -135,12 +144,12 @@ func (p *Postgres) Revoked(ctx context.Context, since time.Time) ([]Revocation, 
 		if !since.IsZero() {
 			from = since.Add(-revokedSlack)
 		}
-		rows, err := tx.Query(ctx, `SELECT nonce, until FROM bastion_revoked WHERE recorded_at >= $1`, from)
+		rows, err := tx.Query(ctx, `SELECT nonce, until, owner FROM bastion_revoked WHERE recorded_at >= $1`, from)
 		if err != nil {
 			return err
 		}
 		var r Revocation
-		_, err = pgx.ForEachRow(rows, []any{&r.Nonce, &r.Until}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&r.Nonce, &r.Until, &r.Owner}, func() error {
 			out = append(out, r)
 			return nil
 		})
