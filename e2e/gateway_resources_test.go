@@ -485,7 +485,9 @@ func listenStream(ctx context.Context, t *testing.T, g *gw, tok, id string, noti
 // authorized as a subscription, the acknowledgement names only those
 // followed (not the one the rules refuse, nor one no server offers, and
 // a repeated one once), updates reach that stream tagged with its id and
-// no other stream, and closing the stream unsubscribes the owner. A
+// no other stream, two streams following one resource both hear it and
+// the end of one leaves the other following, and closing the last stream
+// unsubscribes the owner. A
 // listen naming more resources than one subscriber may follow is -32602.
 func TestGatewayListenResources(t *testing.T) {
 	for _, era := range []string{"modern", "legacy"} {
@@ -525,6 +527,30 @@ func TestGatewayListenResources(t *testing.T) {
 			case m := <-bob:
 				t.Errorf("a stream that follows no resource heard %v", m)
 			case <-time.After(300 * time.Millisecond):
+			}
+
+			// A second stream following the same resource is a subscriber
+			// of its own: both hear the update, and its end leaves the
+			// first one following.
+			carolCtx, carolCloses := context.WithCancel(ctx)
+			carol := listenStream(carolCtx, t, g, viewerToken, "c-2", map[string]any{"resourceSubscriptions": []string{"file:///watched.md"}})
+			next(t, carol, "the second acknowledgement")
+			structured(t, callAs(g, adminToken, "fx.touch", map[string]any{}, 10))
+			for name, s := range map[string]<-chan map[string]any{"a-1": alice, "c-2": carol} {
+				m := next(t, s, "the update on "+name)
+				if got := mustJSON(t, m["params"]); got != `{"_meta":{"io.modelcontextprotocol/subscriptionId":"`+name+`"},"uri":"file:///watched.md"}` {
+					t.Errorf("the stream %s heard %v %s", name, m["method"], got)
+				}
+			}
+			// The gateway sees the end of the second stream on its own
+			// time: a touch it answers first is heard by the first stream
+			// all the same, so the check is weaker then, never false.
+			carolCloses()
+			for range carol {
+			}
+			structured(t, callAs(g, adminToken, "fx.touch", map[string]any{}, 11))
+			if m := next(t, alice, "the update after the second stream ended"); m["method"] != "notifications/resources/updated" {
+				t.Errorf("after the second stream ended, the first heard %v", m)
 			}
 
 			// Closing the stream ends the only subscription, so the owner

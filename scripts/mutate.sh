@@ -763,8 +763,14 @@ mutate gw-contents-normal "contents labelled with a URI not in normal form are j
 
 mutate gw-uri-normal-authority "an upper-case authority, or a file URI naming a host, is normal" \
 	internal/gateway/catalog/resource.go \
-	'return NotNormalAuthority' \
-	'_ = NotNormalAuthority' \
+	'if strings\.ToLower\(authority\) != authority \|\| scheme == "file" && authority != "" \{' \
+	'if _ = authority; false {' \
+	-- ./internal/gateway/catalog 'TestNotNormal'
+
+mutate gw-uri-file-no-authority "file:/p is normal beside file:///p, two spellings of one file" \
+	internal/gateway/catalog/resource.go \
+	'if scheme == "file" && !strings\.HasPrefix\(path, "//"\) \{' \
+	'if false {' \
 	-- ./internal/gateway/catalog 'TestNotNormal'
 
 mutate gw-policy-server-case "a resource pattern whose server half is not lower case compiles, and matches nothing" \
@@ -1350,7 +1356,7 @@ mutate gw-listen-no-unsubscribe "a closed listen stream leaves its resources sub
 	'_ = context.WithoutCancel' \
 	-- "$e2epkg" 'TestGatewayListenResources'
 
-mutate gw-listen-shared-subscriber "every listen stream is one subscriber, so each hears what any follows" \
+mutate gw-listen-shared-subscriber "every listen stream is one subscriber, so an update reaches one stream of those following it" \
 	internal/gateway/front/mcp.go \
 	'key := listenPrefix \+ hex\.EncodeToString\(newNonce\(\)\)' \
 	'key := listenPrefix + hex.EncodeToString(newNonce()[:0])' \
