@@ -2015,11 +2015,23 @@ mutate gw-complete-bound "a completion's URI has no bound" \
 	'case catalog.NotNormal(uri) != "":' \
 	-- "$gwpkg" 'TestCompletionOfATemplateRouted'
 
-mutate cat-expand-through "a completion expands the whole template, its later variables empty" \
-	internal/gateway/catalog/resource.go \
-	'prefix, err := uritemplate\.New\(text\[:i\]\)' \
-	'prefix, err := uritemplate.New(text)' \
-	-- "$gwpkg" 'TestCompletionOfATemplateRouted'
+mutate gw-complete-any-value "a template's variable not given yet expands to nothing, so no variable but the last completes" \
+	internal/gateway/complete.go \
+	'vars\[v\] = anyValue' \
+	'vars[v] = ""' \
+	-- "$gwpkg" 'TestCompletionOfATemplateIsARead'
+
+mutate gw-complete-whole-uri "a template's completion is decided without the text after the variable" \
+	internal/gateway/complete.go \
+	'uri, err := t\.Expand\(vars\)\n' \
+	'uri, err := t.Expand(vars)\n\tfor len(uri) > 0 && uri[len(uri)-1] != 47 {\n\t\turi = uri[:len(uri)-1]\n\t}\n' \
+	-- "$gwpkg" 'TestCompletionOfATemplateIsARead'
+
+mutate gw-complete-current "a completion that waited for a slot is sent after its reference lost its pin" \
+	internal/gateway/complete.go \
+	'if current\(g\.catalog\.Snapshot\(\)\) \{' \
+	'if _ = current; true {' \
+	-- "$gwpkg" 'TestCompletionWaitingForASlotSeesTheRugPull'
 
 mutate gw-result-folded "a tool result's content may hold member names that differ only in case" \
 	internal/gateway/invoke.go \

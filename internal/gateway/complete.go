@@ -80,8 +80,10 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 	var server string
 	ref := map[string]string{"type": *p.Ref.Type}
 	// allowed decides the caller's use of what the reference makes with
-	// value as the argument completed.
+	// value as the argument completed; current reports whether the
+	// reference still holds the pin it was decided under.
 	var allowed func(value string) policy.Decision
+	var current func(*catalog.Snapshot) bool
 	switch {
 	case *p.Ref.Type == "ref/prompt" && p.Ref.Name != nil && p.Ref.URI == nil:
 		pr, ok := snap.LookupPrompt(*p.Ref.Name)
@@ -95,6 +97,10 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 		allowed = func(value string) policy.Decision {
 			return g.decidePromptCompletion(c.Principal, pr, given, name, value)
 		}
+		current = func(snap *catalog.Snapshot) bool {
+			cur, ok := snap.LookupPrompt(pr.Public)
+			return ok && cur.Server == pr.Server && cur.Digest == pr.Digest
+		}
 	case *p.Ref.Type == "ref/resource" && p.Ref.URI != nil && p.Ref.Name == nil:
 		i := slices.IndexFunc(snap.Templates, func(t *catalog.Template) bool { return t.URITemplate == *p.Ref.URI })
 		if i < 0 {
@@ -107,6 +113,11 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 		}
 		allowed = func(value string) policy.Decision {
 			return g.decideTemplateCompletion(c.Principal, t, given, name, value)
+		}
+		current = func(snap *catalog.Snapshot) bool {
+			return slices.ContainsFunc(snap.Templates, func(cur *catalog.Template) bool {
+				return cur.URITemplate == t.URITemplate && cur.Server == t.Server && cur.Digest == t.Digest
+			})
 		}
 	default:
 		return nil, ErrCompletionParams
@@ -169,7 +180,18 @@ func (g *Gateway) Complete(ctx context.Context, c CompletionRequest) ([]mcp.Comp
 	defer release()
 	raw, err := ds.conn.Call(dctx, "completion/complete", params, upstream.CallOptions{
 		Identity: identityOf(c.Principal, c.RequestID),
+		// Sent only while the pin it was decided under holds (see
+		// Invoke): the wait for a slot may have outlasted it.
+		Current: func() error {
+			if current(g.catalog.Snapshot()) {
+				return nil
+			}
+			return errNotCurrent
+		},
 	})
+	if errors.Is(err, errNotCurrent) {
+		return empty("unknown_reference")
+	}
 	if err != nil {
 		return failed(err)
 	}
@@ -234,20 +256,30 @@ func (g *Gateway) decidePromptCompletion(p auth.Principal, pr *catalog.Prompt, g
 
 // decideTemplateCompletion decides p's completion of template t's
 // variable name with value as a read of the URI the template makes of
-// the arguments given and the value, up to the expression that holds the
-// variable (catalog.Template.ExpandThrough): in normal form and within the
-// bound of a URI, owned by no server but t's (a URI a read would send to
-// another server is not t's to complete), and allowed by the rule that
-// would decide that read (decideRead). A read has no arguments for a
-// condition but its URI, so none of the caller's reach a condition here
-// either; a name that is no variable of t completes nothing.
+// the arguments given and the value, each variable neither given nor
+// completed standing for any value (anyValue): in normal form and within
+// the bound of a URI, owned by no server but t's (a URI a read would send
+// to another server is not t's to complete), and allowed by the rule that
+// would decide that read (decideRead). The whole URI is decided, the
+// literal text after the variable with it: vault://{account}/private-key
+// completes an account only for a caller who may read that account's
+// key. A read has no arguments for a condition but its URI, so none of
+// the caller's reach a condition here either; a name that is no variable
+// of t completes nothing.
 func (g *Gateway) decideTemplateCompletion(p auth.Principal, t *catalog.Template, given map[string]string, name, value string) policy.Decision {
-	vars := make(map[string]string, len(given)+1)
+	names := t.Varnames()
+	if !slices.Contains(names, name) {
+		return policy.Decision{Reason: reasonNoVariable}
+	}
+	vars := make(map[string]string, len(names)+len(given))
+	for _, v := range names {
+		vars[v] = anyValue
+	}
 	maps.Copy(vars, given)
 	vars[name] = value
-	uri, ok, err := t.ExpandThrough(vars, name)
+	uri, err := t.Expand(vars)
 	switch {
-	case err != nil || !ok:
+	case err != nil:
 		return policy.Decision{Reason: reasonNoVariable}
 	case len(uri) > catalog.MaxURI || catalog.NotNormal(uri) != "":
 		return policy.Decision{Reason: reasonNotNormal}
@@ -259,6 +291,22 @@ func (g *Gateway) decideTemplateCompletion(p auth.Principal, t *catalog.Template
 	_, exact := snap.LookupResource(uri)
 	return g.decideRead(p, t.Server, uri, !exact)
 }
+
+// anyValue stands, in a completion's URI, for a variable whose value is
+// not known yet. A rule's pattern has no other wildcard than '*' and no
+// way to spell a literal '*' (expanded, it is '*' or "%2A"), so only a
+// pattern with a '*' where the variable stands matches it: the read is
+// allowed only by a rule that allows it whatever the variable will be,
+// and refused by one that refuses any value there. It is itself a value
+// the template can take, so an allowed completion names a value of which
+// some read is allowed; where only reads with a particular later value
+// are, the completion is refused (it fails closed).
+const anyValue = "*"
+
+// errNotCurrent: the reference of a completion lost the pin it was
+// decided under while the completion waited; it is answered as an
+// unknown one.
+var errNotCurrent = errors.New("the reference no longer holds its pin")
 
 // Reasons a completion is refused that no rule decided: the URI it would
 // make is not in normal form (or too long), names no variable of the

@@ -179,19 +179,25 @@ func completed(t *testing.T, g *Gateway, p auth.Principal, params string) (value
 // as a read of the URI the arguments and the value typed make, and the
 // server's values are relayed only when their reads would be allowed:
 // a carve-out for a private directory holds against completion as it
-// does against reads, and no argument of the caller's (a forged "uri"
+// does against reads, the text after the variable is decided with it, a
+// variable not given yet stands for any value, and no argument of the caller's (a forged "uri"
 // in context.arguments) reaches a condition that reads the URI.
 func TestCompletionOfATemplateIsARead(t *testing.T) {
 	g := startCompletingWith(t, `    - {id: private-docs, resources: ["docs:file:///srv/docs/private/*"], roles: [admin]}
     - {id: docs, resources: ["docs:file:///srv/docs/*"], roles: ["*"]}
     - {id: own-tenant, resources: ["docs:file:///srv/tenants/*"], roles: ["*"], when: "args.uri.startsWith('file:///srv/tenants/acme/')"}
+    - {id: keys, resources: ["docs:vault://*/private-key", "docs:vault://*/secret/notes"], roles: [admin]}
+    - {id: vault, resources: ["docs:vault://*"], roles: ["*"]}
     - {id: prompts, prompts: ["*"], roles: ["*"]}
-`, `[{"name":"p"}]`, `[{"uriTemplate":"file:///srv/docs/{+path}","name":"docs"},{"uriTemplate":"file:///srv/tenants/{tenant}/{+path}","name":"tenants"}]`,
+`, `[{"name":"p"}]`, `[{"uriTemplate":"file:///srv/docs/{+path}","name":"docs"},{"uriTemplate":"file:///srv/tenants/{tenant}/{+path}","name":"tenants"},`+
+		`{"uriTemplate":"vault://{+account}/private-key","name":"keys"},{"uriTemplate":"vault://{+account}/{kind}/notes","name":"notes"}]`,
 		"private/salaries.md", "public/readme.md")
 	viewer := auth.Principal{Subject: "bob", Issuer: auth.IssuerStatic, Roles: []string{"viewer"}}
 	admin := auth.Principal{Subject: "alice", Issuer: auth.IssuerStatic, Roles: []string{"admin"}}
 	const docs = `{"ref":{"type":"ref/resource","uri":"file:///srv/docs/{+path}"},"argument":{"name":"path","value":%q}}`
 	const tenants = `{"ref":{"type":"ref/resource","uri":"file:///srv/tenants/{tenant}/{+path}"},"argument":{"name":"path","value":"pay"},"context":{"arguments":%s}}`
+	const keys = `{"ref":{"type":"ref/resource","uri":"vault://{+account}/private-key"},"argument":{"name":"account","value":%q}}`
+	const notes = `{"ref":{"type":"ref/resource","uri":"vault://{+account}/{kind}/notes"},"argument":{"name":"account","value":""},"context":{"arguments":%s}}`
 	for _, tc := range []struct {
 		name   string
 		p      auth.Principal
@@ -206,6 +212,15 @@ func TestCompletionOfATemplateIsARead(t *testing.T) {
 		{"another tenant", viewer, fmt.Sprintf(tenants, `{"tenant":"globex"}`), "[]", false},
 		{"another tenant with a forged uri", viewer, fmt.Sprintf(tenants, `{"tenant":"globex","uri":"file:///srv/tenants/acme/"}`), "[]", false},
 		{"the caller's tenant", viewer, fmt.Sprintf(tenants, `{"tenant":"acme"}`), "[private/salaries.md public/readme.md]", true},
+		// The text after the variable is decided with it: no key of any
+		// account is the viewer's to read, so no account is completed.
+		{"a literal after the variable", viewer, fmt.Sprintf(keys, ""), "[]", false},
+		{"an admin completes the key's accounts", admin, fmt.Sprintf(keys, ""), "[private/salaries.md public/readme.md]", true},
+		// A variable not given yet stands for any value: some kind of
+		// notes is the viewer's, the secret one is not.
+		{"a later variable not given", viewer, fmt.Sprintf(notes, `{}`), "[private/salaries.md public/readme.md]", true},
+		{"a later variable given a value the rules refuse", viewer, fmt.Sprintf(notes, `{"kind":"secret"}`), "[]", false},
+		{"a later variable given a value the rules allow", viewer, fmt.Sprintf(notes, `{"kind":"public"}`), "[private/salaries.md public/readme.md]", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, total := completed(t, g, tc.p, tc.params)

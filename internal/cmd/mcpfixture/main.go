@@ -39,7 +39,8 @@
 //	                   answers with instead, whatever was typed
 //	FIXTURE_RESOURCES  a file holding {"resources":[…],"resourceTemplates":[…]}:
 //	                   the server then declares resources, lists both (read
-//	                   again on every list) and answers resources/read of
+//	                   again on every list; in the legacy era SIGHUP
+//	                   announces it too) and answers resources/read of
 //	                   a listed URI, or of one that begins with a template's
 //	                   text before its first "{", with one text naming the
 //	                   URI and the server ("bad://…" answers without a uri);
@@ -779,6 +780,9 @@ func (s *server) listChanged() {
 	s.mu.Lock()
 	subs := append([]string(nil), s.subs...)
 	s.mu.Unlock()
+	if !s.modern && s.res != "" {
+		s.write(`{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}`)
+	}
 	if !s.modern && s.prompts != "" {
 		s.write(`{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}`)
 	} else if !s.modern {

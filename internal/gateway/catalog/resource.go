@@ -58,45 +58,14 @@ func (t *Template) Matches(uri string) bool { return t.compiled.Match(uri) != ni
 // Varnames are the template's variables, in order.
 func (t *Template) Varnames() []string { return t.compiled.Varnames() }
 
-// ExpandThrough is the URI the template makes of vars (RFC 6570) up to
-// and including the expression that holds the variable name: what a
-// completion of name can already tell of the URI. The expressions after
-// it are left out — their variables are not given yet, and would expand
-// to nothing in the middle of a path (db://s//schema). ok is false when
-// no expression holds name.
-func (t *Template) ExpandThrough(vars map[string]string, name string) (uri string, ok bool, err error) {
-	text := t.URITemplate
-	for i := 0; i < len(text); {
-		open := strings.IndexByte(text[i:], '{')
-		if open < 0 {
-			break
-		}
-		end := strings.IndexByte(text[i+open:], '}')
-		if end < 0 {
-			break
-		}
-		expr := text[i+open+1 : i+open+end]
-		i += open + end + 1
-		if strings.ContainsAny(expr[:min(1, len(expr))], "+#./;?&=,!@|") {
-			expr = expr[1:]
-		}
-		for _, spec := range strings.Split(expr, ",") {
-			if v, _, _ := strings.Cut(strings.TrimSuffix(spec, "*"), ":"); v != name {
-				continue
-			}
-			prefix, err := uritemplate.New(text[:i])
-			if err != nil {
-				return "", false, err
-			}
-			values := make(uritemplate.Values, len(vars))
-			for k, v := range vars {
-				values.Set(k, uritemplate.String(v))
-			}
-			uri, err := prefix.Expand(values)
-			return uri, err == nil, err
-		}
+// Expand is the URI the template makes of vars (RFC 6570): a variable
+// vars does not hold expands to nothing.
+func (t *Template) Expand(vars map[string]string) (string, error) {
+	values := make(uritemplate.Values, len(vars))
+	for k, v := range vars {
+		values.Set(k, uritemplate.String(v))
 	}
-	return "", false, nil
+	return t.compiled.Expand(values)
 }
 
 // Shadowed is a resource or template an admitted server offers under a
