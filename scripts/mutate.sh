@@ -2101,6 +2101,18 @@ mutate gw-slots-own "the gateway's own requests take a share of a quarter of the
 	' {' \
 	-- "$gwpkg" 'TestSlotsShared'
 
+mutate ledger-added-columns "a revocations' table made before owners were kept is opened as it is" \
+	internal/gateway/ledger/postgres.go \
+	'\t\t\t\tif err := addColumns\(ctx, tx, t\.name, t\.added\); err != nil \{' \
+	'\t\t\t\tif err := error(nil); err != nil {' \
+	-- ./internal/gateway/ledger 'TestPostgresRevokedTableFromBefore'
+
+mutate ledger-added-column-held "a column the table has is added again, which a role that may not alter the table cannot" \
+	internal/gateway/ledger/postgres.go \
+	'\t\tif has \{' \
+	'\t\tif false {' \
+	-- ./internal/gateway/ledger 'TestPostgresRevokedTableFromBefore'
+
 # A worker's summary, which the coordinator reads.
 echo
 echo "== summary"

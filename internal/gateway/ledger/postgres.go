@@ -116,12 +116,16 @@ func (p *Postgres) migrate(ctx context.Context) error {
 		for _, t := range []struct {
 			name  string
 			stmts []string
-		}{{"bastion_ledger", schema}, {"bastion_revoked", []string{revokedSchema}}} {
+			added []addedColumn
+		}{{"bastion_ledger", schema, nil}, {"bastion_revoked", []string{revokedSchema}, revokedAdded}} {
 			var exists bool
 			if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, t.name).Scan(&exists); err != nil {
 				return fmt.Errorf("ledger: create schema: %w", err)
 			}
 			if exists {
+				if err := addColumns(ctx, tx, t.name, t.added); err != nil {
+					return err
+				}
 				continue
 			}
 			for _, stmt := range t.stmts {
@@ -132,6 +136,32 @@ func (p *Postgres) migrate(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// addedColumn is a column a table gained after its first version: a
+// table an earlier gateway created lacks it until stmt adds it.
+type addedColumn struct {
+	name, stmt string
+}
+
+// addColumns adds to the existing table each of added it lacks. Like the
+// tables, a column is added only when missing, so a role that may not
+// alter the table opens it once an administrator has.
+func addColumns(ctx context.Context, tx pgx.Tx, table string, added []addedColumn) error {
+	for _, c := range added {
+		var has bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+			WHERE attrelid = to_regclass($1) AND attname = $2 AND attnum > 0 AND NOT attisdropped)`, table, c.name).Scan(&has); err != nil {
+			return fmt.Errorf("ledger: create schema: %w", err)
+		}
+		if has {
+			continue
+		}
+		if _, err := tx.Exec(ctx, c.stmt); err != nil {
+			return fmt.Errorf("ledger: create schema: table %s, made by an earlier version, lacks column %s (%s): %w", table, c.name, c.stmt, err)
+		}
+	}
+	return nil
 }
 
 // Transact implements Store. It runs at READ COMMITTED under two locks,

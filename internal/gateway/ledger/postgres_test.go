@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -98,6 +99,49 @@ func TestPostgresExistingTable(t *testing.T) {
 	s := openPostgres(t, db.DSN())
 	put(t, s, "srv", rec("srv.a", ""))
 	wantAll(t, s, rec("srv.a", ""))
+}
+
+// TestPostgresRevokedTableFromBefore: the revocations' table an earlier
+// gateway made, before owners were kept, gains the owner column when the
+// ledger opens; the sessions it ended stay ended, owned by no one.
+func TestPostgresRevokedTableFromBefore(t *testing.T) {
+	db := pgtest.NewDB(t)
+	role := pgx.Identifier{db.Cluster.User()}.Sanitize()
+	db.Exec(t, "GRANT CREATE ON SCHEMA public TO "+role)
+	db.Exec(t, `CREATE TABLE bastion_revoked (
+		nonce text COLLATE "C" PRIMARY KEY,
+		until timestamptz NOT NULL,
+		recorded_at timestamptz NOT NULL DEFAULT clock_timestamp())`)
+	db.Exec(t, `INSERT INTO bastion_revoked (nonce, until) VALUES ('ended-before', now() + interval '1 hour')`)
+	db.Exec(t, "ALTER TABLE bastion_revoked OWNER TO "+role)
+
+	s := openPostgres(t, db.DSN())
+	if err := s.Revoke(t.Context(), ledger.Revocation{Nonce: "ended-after", Until: time.Now().Add(time.Hour), Owner: "alice"}); err != nil {
+		t.Fatal("Revoke:", err)
+	}
+	got, _, err := s.Revoked(t.Context(), time.Time{})
+	if err != nil {
+		t.Fatal("Revoked:", err)
+	}
+	owners := map[string]string{}
+	for _, r := range got {
+		owners[r.Nonce] = r.Owner
+	}
+	if want := map[string]string{"ended-before": "", "ended-after": "alice"}; !maps.Equal(owners, want) {
+		t.Errorf("revocations by owner = %v, want %v", owners, want)
+	}
+
+	// A role that may not alter the table is told what is missing.
+	db.Exec(t, "ALTER TABLE bastion_revoked DROP COLUMN owner")
+	db.Exec(t, "ALTER TABLE bastion_revoked OWNER TO CURRENT_USER")
+	db.Exec(t, "GRANT ALL ON bastion_revoked TO "+role)
+	_, err = ledger.OpenPostgres(t.Context(), db.DSN())
+	if err == nil || !strings.Contains(err.Error(), "lacks column owner") {
+		t.Errorf("OpenPostgres on a table it may not alter: %v, want it to name the missing column", err)
+	}
+	// Once an administrator has added it, the role opens the table.
+	db.Exec(t, `ALTER TABLE bastion_revoked ADD COLUMN owner text COLLATE "C" NOT NULL DEFAULT ''`)
+	openPostgres(t, db.DSN())
 }
 
 // TestPostgresSameBytesAsBolt: both stores hold a record as the same

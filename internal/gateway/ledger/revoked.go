@@ -116,6 +116,13 @@ var revokedSchema = `CREATE TABLE IF NOT EXISTS bastion_revoked (
 		recorded_at timestamptz NOT NULL DEFAULT clock_timestamp()
 	)`
 
+// revokedAdded are the revocations' columns of later versions than the
+// table's first: a table made before owners were kept gains the column,
+// its rows owned by no one (as Bolt's records of that time load).
+var revokedAdded = []addedColumn{
+	{"owner", `ALTER TABLE bastion_revoked ADD COLUMN IF NOT EXISTS owner text COLLATE "C" NOT NULL DEFAULT ''`},
+}
+
 // revokedSlack is how far back a replica reads past the time of its last
 // read: an insert's recorded_at is taken before its commit, so a row can
 // become visible after a read that began later than it was recorded.
