@@ -2113,6 +2113,18 @@ mutate ledger-added-column-held "a column the table has is added again, which a 
 	'\t\tif false {' \
 	-- ./internal/gateway/ledger 'TestPostgresRevokedTableFromBefore'
 
+mutate cat-alias-listed "a later server that lists another spelling of a URI an earlier server owns exactly serves it" \
+	internal/gateway/catalog/resource.go \
+	'\tfor _, a := range Aliases\(uri\) \{\n\t\tif o, ok := owner\[a\]; ok \{' \
+	'\tfor _, a := range Aliases(uri)[:0] {\n\t\tif o, ok := owner[a]; ok {' \
+	-- ./internal/gateway/catalog 'TestAliasesListedExactly'
+
+mutate cat-alias-claim "a later server's claim of another spelling of a URI an earlier server owns is its own" \
+	internal/gateway/catalog/resource.go \
+	'if o := exactOwner\(owner, u\); o == "" \|\| o == name \{' \
+	'if _, taken := owner[u]; !taken {' \
+	-- ./internal/gateway/catalog 'TestAliasesListedExactly'
+
 # A worker's summary, which the coordinator reads.
 echo
 echo "== summary"

@@ -228,7 +228,7 @@ func (c *Catalog) publishResources(next *Snapshot, names []string) {
 	for _, name := range order {
 		cl := c.claims[name]
 		for _, u := range cl.uris {
-			if _, taken := owner[u]; !taken {
+			if o := exactOwner(owner, u); o == "" || o == name {
 				owner[u] = name
 			}
 		}
@@ -241,7 +241,7 @@ func (c *Catalog) publishResources(next *Snapshot, names []string) {
 		if st, ok := c.servers[name]; ok && st.resources != nil {
 			sr := st.resources
 			for _, r := range sr.resources {
-				if o, taken := owner[r.URI]; taken && o != name {
+				if o := exactOwner(owner, r.URI); o != "" && o != name {
 					next.Shadowed = append(next.Shadowed, Shadowed{Kind: admit.KindResource, URI: r.URI, Owner: o, Server: name})
 					continue
 				}
@@ -277,6 +277,22 @@ func (c *Catalog) publishResources(next *Snapshot, names []string) {
 	for _, r := range next.Resources {
 		next.byURI[r.URI] = r
 	}
+}
+
+// exactOwner is the server that owns uri, or one of its aliases, by
+// listing or claiming it exactly; "" for no one. Another spelling of a
+// URI an earlier server lists is that server's resource, so a later
+// server that lists the spelling is shadowed as if it listed the URI.
+func exactOwner(owner map[string]string, uri string) string {
+	if o, ok := owner[uri]; ok {
+		return o
+	}
+	for _, a := range Aliases(uri) {
+		if o, ok := owner[a]; ok {
+			return o
+		}
+	}
+	return ""
 }
 
 // sameResources reports whether two snapshots offer the same resources

@@ -1,7 +1,11 @@
 package catalog
 
 import (
+	"fmt"
+	"slices"
 	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/admit"
 )
@@ -176,6 +180,48 @@ func TestResourceClaims(t *testing.T) {
 	config(h)
 	plugin(h)
 	check("config held for review", h.Snapshot(), false)
+}
+
+// TestAliasesListedExactly: another spelling of a URI an earlier server
+// lists or claims exactly, listed exactly by a later server, is
+// shadowed: it routes nowhere and its owner is the earlier server.
+func TestAliasesListedExactly(t *testing.T) {
+	spellings := []string{"file:///shared/readme.md?v=1", "file:///shared/readme.md#top", "file:///shared/readme.md/"}
+	for _, offered := range []bool{true, false} {
+		t.Run(fmt.Sprintf("offered=%v", offered), func(t *testing.T) {
+			c := New(AdmitAll{}, admit.Options{})
+			c.SetOrder([]string{"a", "b"})
+			if offered {
+				if err := c.UpdateResources(Server{Name: "a"}, raws(`{"uri":"file:///shared/readme.md","name":"r"}`), nil); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				c.Claim("a", []string{"file:///shared/readme.md"}, nil)
+			}
+			var rs []jsontext.Value
+			for i, u := range append(slices.Clone(spellings), "file:///other.md?v=1") {
+				rs = append(rs, raws(fmt.Sprintf(`{"uri":%q,"name":"r%d"}`, u, i))...)
+			}
+			if err := c.UpdateResources(Server{Name: "b"}, rs, nil); err != nil {
+				t.Fatal(err)
+			}
+			s := c.Snapshot()
+			for _, uri := range spellings {
+				if r, tm := s.Route(uri); r != nil || tm != nil {
+					t.Errorf("%s routed to %v %v, not to no one", uri, r, tm)
+				}
+				if o := s.Owner(uri); o != "a" {
+					t.Errorf("the owner of %s is %q, want a", uri, o)
+				}
+				if !slices.ContainsFunc(s.Shadowed, func(sh Shadowed) bool { return sh.URI == uri && sh.Owner == "a" && sh.Server == "b" }) {
+					t.Errorf("%s is not among the shadowed: %v", uri, s.Shadowed)
+				}
+			}
+			if r, _ := s.Route("file:///other.md?v=1"); r == nil || r.Server != "b" {
+				t.Errorf("b's own URI with a query routed to %v", r)
+			}
+		})
+	}
 }
 
 // TestAliasesOwned: another spelling of a URI one server owns — with a
