@@ -410,6 +410,8 @@ func (g *Gateway) SetLogLevel(ctx context.Context, c LogLevelRequest) bool {
 			defer cancel()
 			release, err := d.slots.acquire(dctx, c.Principal) // a request like a call
 			if err != nil {
+				// The level is kept: the next request sends it again.
+				g.log.Warn("logging/setLevel not sent to a downstream", slog.String("server", d.name), slog.String("error", err.Error()))
 				return
 			}
 			defer release()
