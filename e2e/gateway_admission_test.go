@@ -383,6 +383,8 @@ func TestAdmissionIdentityChange(t *testing.T) {
 
 // TestAdmissionRemoved: a tool that disappears is recorded as removed,
 // and the same descriptor coming back is offered again without review.
+// A reviewer may forget the removed record (through the running
+// gateway), not a listed one.
 func TestAdmissionRemoved(t *testing.T) {
 	a, b := tool("a", "A.", objectSchema), tool("b", "B.", objectSchema)
 	r := newRig(t, "pin", a, b)
@@ -394,6 +396,18 @@ func TestAdmissionRemoved(t *testing.T) {
 	eventually(t, "b recorded as removed", func() bool {
 		r.evidence("ledger.json", &ledger)
 		return ledger["fx.b"].Status == "removed"
+	})
+	if _, errOut, code := r.admit("review", "forget", "fx.a"); code != 1 || !strings.Contains(errOut, "still lists") {
+		t.Errorf("forgetting a listed tool: exit %d, %s", code, errOut)
+	}
+	if _, errOut, code := r.admit("review", "forget", "fx.b"); code != 0 {
+		t.Fatalf("forgetting a removed tool: exit %d, %s", code, errOut)
+	}
+	eventually(t, "b forgotten", func() bool {
+		ledger = nil
+		r.evidence("ledger.json", &ledger)
+		_, held := ledger["fx.b"]
+		return !held && ledger["fx.a"].Status == "admitted"
 	})
 	r.list(a, b)
 	r.changed()

@@ -2125,6 +2125,24 @@ mutate cat-alias-claim "a later server's claim of another spelling of a URI an e
 	'if _, taken := owner[u]; !taken {' \
 	-- ./internal/gateway/catalog 'TestAliasesListedExactly'
 
+mutate review-forget-listed "a reviewer forgets the pin of a name its server still lists" \
+	internal/gateway/review/review.go \
+	'if err := admit\.CheckForget\(r\); err != nil \{' \
+	'if err := error(nil); err != nil {' \
+	-- ./internal/gateway/review 'TestForget'
+
+mutate review-forget-audit "a forgotten record is audited as if it were still there" \
+	internal/gateway/review/review.go \
+	'l\.decided\(by, gone, statusForgotten\)' \
+	'l.decided(by, gone, string(gone.Status))' \
+	-- ./internal/gateway/review 'TestForget'
+
+mutate review-socket-conflict "the socket answers a forget of a listed name as a failure of its own" \
+	internal/gateway/review/socket.go \
+	'admit\.ErrDigestMismatch, admit\.ErrStillListed\}' \
+	'admit.ErrDigestMismatch}' \
+	-- ./internal/gateway/review 'TestForget'
+
 # A worker's summary, which the coordinator reads.
 echo
 echo "== summary"

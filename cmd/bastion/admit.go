@@ -28,6 +28,7 @@ const admitUsage = `Usage: bastion admit --config FILE --evidence DIR
        bastion admit --config FILE review show NAME
        bastion admit --config FILE review approve NAME --digest DIGEST [--by WHO]
        bastion admit --config FILE review reject NAME [--by WHO]
+       bastion admit --config FILE review forget NAME [--by WHO]
 
 The gateway's admission gate, for its reviewer.
 
@@ -57,6 +58,13 @@ approved.
   reject    refuses the digest waiting: it stays refused under the name
             whenever it is served (a reviewer may still approve it);
             another digest is judged afresh
+  forget    deletes the record of a name its server no longer lists
+            (status removed), with its pin and refusals: the name, if it
+            comes back, is judged as a first use. A server holds at most
+            discovery.tools + 1,000 records of a kind, and names approved
+            on first use are never forgotten by the bound; when a server
+            that renamed its tools has its new names held (ledger_full),
+            forgetting its removed names makes room for them
 
 NAME is a tool's qualified name (docs.search), or for another kind the kind,
 a colon and its qualified name: prompt:docs.summarize,
@@ -288,6 +296,16 @@ func admitReview(ctx context.Context, cfg *gwconfig.Config, args []string, diges
 		}
 		fmt.Fprintf(e.stderr, "bastion admit: %s rejected\n", args[1])
 		return exitOK
+	case args[0] == "forget" && len(args) == 2:
+		if by == "" {
+			fmt.Fprintln(e.stderr, "bastion admit: review forget needs --by WHO (USER is not set)")
+			return exitUsage
+		}
+		if err := svc.Forget(ctx, args[1], by); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(e.stderr, "bastion admit: %s forgotten\n", args[1])
+		return exitOK
 	}
 	if what, ok := reviewArity[args[0]]; ok {
 		fmt.Fprintf(e.stderr, "bastion admit: review %s takes %s\n\n", args[0], what)
@@ -300,7 +318,7 @@ func admitReview(ctx context.Context, cfg *gwconfig.Config, args []string, diges
 
 // reviewArity says what each review command takes, for the line that
 // tells a command given the wrong arguments.
-var reviewArity = map[string]string{"list": "no name", "show": "one name", "approve": "one name and --digest", "reject": "one name"}
+var reviewArity = map[string]string{"list": "no name", "show": "one name", "approve": "one name and --digest", "reject": "one name", "forget": "one name"}
 
 // reviewService is the running gateway's review when one answers on the
 // socket, else review on the ledger file.

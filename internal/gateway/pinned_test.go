@@ -353,6 +353,61 @@ func TestChurnBoundsTheLedger(t *testing.T) {
 	}
 }
 
+// TestForgetMakesRoom: under first_use: pin every name a renaming server
+// listed pins something, so the bound forgets none of them and its new
+// names are held (ledger_full); a reviewer forgetting removed names makes
+// room for as many, and a name still listed is not forgotten.
+func TestForgetMakesRoom(t *testing.T) {
+	const listed = 10
+	g := New(&config.Config{Admission: config.Admission{FirstUse: "pin"}, Discovery: config.Discovery{Tools: listed}}, nil)
+	useLedger(t, g)
+	g.ctx = t.Context()
+	list := func(gen int) int {
+		t.Helper()
+		tools := make([]jsontext.Value, listed)
+		for i := range tools {
+			tools[i] = jsontext.Value(fmt.Sprintf(`{"name":"g%d_t%d","inputSchema":{"type":"object"}}`, gen, i))
+		}
+		if err := g.catalog.Update(catalog.Server{Name: "churn"}, tools); err != nil {
+			t.Fatal(err)
+		}
+		offered := 0
+		for _, tl := range g.catalog.Snapshot().Tools {
+			if strings.HasPrefix(tl.Qualified, fmt.Sprintf("churn.g%d_", gen)) {
+				offered++
+			}
+		}
+		return offered
+	}
+	gen := 0
+	for ; list(gen) == listed; gen++ {
+		if gen > admit.MaxRemoved/listed+1 {
+			t.Fatal("the ledger never filled")
+		}
+	}
+	if got := list(gen); got != 0 {
+		t.Fatalf("the ledger is full, and %d new names were offered", got)
+	}
+	rv := g.Review()
+	if err := rv.Forget(t.Context(), "churn.g0_t0", "alice"); err != nil {
+		t.Fatal("forgetting a removed name:", err)
+	}
+	if got := list(gen); got != 1 {
+		t.Errorf("after one removed name was forgotten, %d new names were offered, want 1", got)
+	}
+	if err := rv.Forget(t.Context(), fmt.Sprintf("churn.g%d_t0", gen), "alice"); !errors.Is(err, admit.ErrStillListed) {
+		t.Errorf("forgetting a name still listed: %v", err)
+	}
+	for i := 1; i < listed; i++ {
+		if err := rv.Forget(t.Context(), fmt.Sprintf("churn.g0_t%d", i), "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := list(gen); got != listed {
+		t.Errorf("after %d removed names were forgotten, %d new names were offered", listed, got)
+	}
+}
+
 // TestChurnKeepsTheQuarantine: under first_use: pin, a tool quarantined
 // for a changed descriptor stays quarantined when its server, to push its
 // pin out of the ledger, renames its tools for a while and then lists the

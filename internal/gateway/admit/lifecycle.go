@@ -303,7 +303,20 @@ func Forget(recs []Record) []string {
 var (
 	ErrNothingPending = errors.New("admit: nothing of this name waits for review")
 	ErrDigestMismatch = errors.New("admit: the digest is not the one waiting for review")
+	ErrStillListed    = errors.New("admit: its server still lists the name; only a removed record may be forgotten")
 )
+
+// CheckForget reports whether a reviewer may forget r, which the ledger's
+// bound never does for a record that pins something: only a name its
+// server no longer lists may go. Forgetting one forgets its pin and any
+// digest refused under it: the name, if it comes back, is judged as a
+// first use.
+func CheckForget(r Record) error {
+	if r.Status != Removed {
+		return ErrStillListed
+	}
+	return nil
+}
 
 // Approve pins what waits for review, when digest names it: what the
 // reviewer read is what gets pinned.

@@ -47,6 +47,10 @@ type Service interface {
 	Approve(ctx context.Context, name, digest, by string) error
 	// Reject refuses what waits under name.
 	Reject(ctx context.Context, name, by string) error
+	// Forget deletes the record of a name its server no longer lists
+	// (admit.CheckForget), making room in the server's share of the
+	// ledger.
+	Forget(ctx context.Context, name, by string) error
 }
 
 // ErrNotFound is a name the ledger does not hold.
@@ -100,6 +104,40 @@ func (l *Ledger) Reject(ctx context.Context, name, by string) error {
 	})
 }
 
+// Forget implements Service. The record is read again in the
+// transaction that deletes it, so a name its server listed again
+// meanwhile is kept.
+func (l *Ledger) Forget(ctx context.Context, name, by string) error {
+	if by == "" {
+		return errors.New("review: a decision needs the reviewer's name")
+	}
+	it, err := l.Show(ctx, name)
+	if err != nil {
+		return fmt.Errorf("review: %s: %w", name, err)
+	}
+	key := it.Key()
+	var gone admit.Record
+	err = l.Store.Transact(ctx, it.Server, func(recs map[string]admit.Record) (ledger.Changes, error) {
+		r, ok := recs[key]
+		if !ok {
+			return ledger.Changes{}, ErrNotFound
+		}
+		if err := admit.CheckForget(r); err != nil {
+			return ledger.Changes{}, err
+		}
+		gone = r
+		return ledger.Changes{Delete: []string{key}}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("review: %s: %w", name, err)
+	}
+	l.decided(by, gone, statusForgotten)
+	return nil
+}
+
+// statusForgotten is the audited status of a record a reviewer deleted.
+const statusForgotten = "forgotten"
+
 func (l *Ledger) decide(ctx context.Context, name, by string, fn func(admit.Record, time.Time) (admit.Record, error)) error {
 	if by == "" {
 		return errors.New("review: a decision needs the reviewer's name")
@@ -120,14 +158,20 @@ func (l *Ledger) decide(ctx context.Context, name, by string, fn func(admit.Reco
 	if err != nil {
 		return fmt.Errorf("review: %s: %w", name, err)
 	}
-	e := audit.Event{Kind: audit.KindApproval, Server: after.Server, Subject: by,
-		Digest: digestOf(after), Status: string(after.Status), Reason: after.Reason, Mode: "review"}
-	audit.Name(&e, string(after.Kind), after.Qualified, after.Name)
+	l.decided(by, after, string(after.Status))
+	return nil
+}
+
+// decided audits a reviewer's decision on r, which left it in status,
+// and tells the running gateway.
+func (l *Ledger) decided(by string, r admit.Record, status string) {
+	e := audit.Event{Kind: audit.KindApproval, Server: r.Server, Subject: by,
+		Digest: digestOf(r), Status: status, Reason: r.Reason, Mode: "review"}
+	audit.Name(&e, string(r.Kind), r.Qualified, r.Name)
 	l.Audit.Record(e)
 	if l.Changed != nil {
-		l.Changed(after.Server)
+		l.Changed(r.Server)
 	}
-	return nil
 }
 
 // digestOf is the digest a decision was about: the one pinned by an

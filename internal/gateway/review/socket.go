@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/admit"
@@ -21,7 +23,7 @@ const maxBody = 512 << 20
 
 // Handler serves s over HTTP: GET /records, GET /records/{name},
 // POST /records/{name}/approve {digest, by}, POST /records/{name}/reject
-// {by}. Errors are {"error": "..."} with 404 for an unknown name and 409
+// {by}, POST /records/{name}/forget {by}. Errors are {"error": "..."} with 404 for an unknown name and 409
 // for a decision the record does not allow.
 func Handler(s Service) http.Handler {
 	mux := http.NewServeMux()
@@ -49,6 +51,8 @@ func Handler(s Service) http.Handler {
 			err = s.Approve(r.Context(), r.PathValue("name"), body.Digest, body.By)
 		case "reject":
 			err = s.Reject(r.Context(), r.PathValue("name"), body.By)
+		case "forget":
+			err = s.Forget(r.Context(), r.PathValue("name"), body.By)
 		default:
 			http.NotFound(w, r)
 			return
@@ -58,6 +62,10 @@ func Handler(s Service) http.Handler {
 	return mux
 }
 
+// conflicts are the errors of a decision the record does not allow,
+// answered 409.
+var conflicts = []error{admit.ErrNothingPending, admit.ErrDigestMismatch, admit.ErrStillListed}
+
 func reply(w http.ResponseWriter, v any, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	if err != nil {
@@ -65,7 +73,7 @@ func reply(w http.ResponseWriter, v any, err error) {
 		switch {
 		case errors.Is(err, ErrNotFound):
 			status = http.StatusNotFound
-		case errors.Is(err, admit.ErrNothingPending), errors.Is(err, admit.ErrDigestMismatch):
+		case slices.ContainsFunc(conflicts, func(c error) bool { return errors.Is(err, c) }):
 			status = http.StatusConflict
 		}
 		w.WriteHeader(status)
@@ -116,6 +124,11 @@ func (c *Client) Reject(ctx context.Context, name, by string) error {
 	return c.do(ctx, http.MethodPost, "/records/"+url.PathEscape(name)+"/reject", map[string]string{"by": by}, nil)
 }
 
+// Forget implements Service.
+func (c *Client) Forget(ctx context.Context, name, by string) error {
+	return c.do(ctx, http.MethodPost, "/records/"+url.PathEscape(name)+"/forget", map[string]string{"by": by}, nil)
+}
+
 func (c *Client) do(ctx context.Context, method, path string, body, dst any) error {
 	var rd io.Reader
 	if body != nil {
@@ -143,7 +156,12 @@ func (c *Client) do(ctx context.Context, method, path string, body, dst any) err
 		case http.StatusNotFound:
 			err = fmt.Errorf("%s: %w", e.Error, ErrNotFound)
 		case http.StatusConflict:
-			err = fmt.Errorf("%s: %w", e.Error, admit.ErrNothingPending)
+			// The same message, wrapping the decision's own error.
+			for _, sentinel := range conflicts {
+				if prefix, ok := strings.CutSuffix(e.Error, sentinel.Error()); ok {
+					err = fmt.Errorf("%s%w", prefix, sentinel)
+				}
+			}
 		}
 		return err
 	}
