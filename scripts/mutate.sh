@@ -2139,9 +2139,27 @@ mutate review-forget-audit "a forgotten record is audited as if it were still th
 
 mutate review-socket-conflict "the socket answers a forget of a listed name as a failure of its own" \
 	internal/gateway/review/socket.go \
-	'admit\.ErrDigestMismatch, admit\.ErrStillListed\}' \
-	'admit.ErrDigestMismatch}' \
+	'admit\.ErrStillListed, admit\.ErrHeldWhenGone\}' \
+	'admit.ErrHeldWhenGone}' \
 	-- ./internal/gateway/review 'TestForget'
+
+mutate admit-forget-held "a reviewer forgets a name removed while quarantined or refused, so the change comes back as a first use" \
+	internal/gateway/admit/lifecycle.go \
+	'case len\(r\.RejectedDigests\) > 0, r\.Approval != nil && r\.Reason != "":' \
+	'case false:' \
+	-- "$gwpkg" 'TestForgetKeepsWhatWasHeld'
+
+mutate admit-remove-reason "a name removed while quarantined looks removed clean" \
+	internal/gateway/admit/lifecycle.go \
+	'if prev\.Status != Quarantined && prev\.Status != Rejected \{' \
+	'if true {' \
+	-- ./internal/gateway/admit 'TestCheckForget'
+
+mutate review-client-older "a command an older running gateway does not know reads as a name the ledger lacks" \
+	internal/gateway/review/socket.go \
+	'if e\.Error == "" \{' \
+	'if false {' \
+	-- ./internal/gateway/review 'TestClientOfAnOlderGateway'
 
 # A worker's summary, which the coordinator reads.
 echo

@@ -59,12 +59,14 @@ approved.
             whenever it is served (a reviewer may still approve it);
             another digest is judged afresh
   forget    deletes the record of a name its server no longer lists
-            (status removed), with its pin and refusals: the name, if it
-            comes back, is judged as a first use. A server holds at most
-            discovery.tools + 1,000 records of a kind, and names approved
-            on first use are never forgotten by the bound; when a server
-            that renamed its tools has its new names held (ledger_full),
-            forgetting its removed names makes room for them
+            (status removed), with its pin: the name, if it comes back,
+            is judged as a first use. A name removed while it was held
+            (quarantined, or a digest refused) is never forgotten. A
+            server holds at most discovery.tools + 1,000 records of a
+            kind, and names approved on first use are never forgotten by
+            the bound; when a server that renamed its tools has its new
+            names held (ledger_full), forgetting its removed names makes
+            room for them
 
 NAME is a tool's qualified name (docs.search), or for another kind the kind,
 a colon and its qualified name: prompt:docs.summarize,

@@ -248,9 +248,14 @@ func Observe(prev *Record, kind Kind, qualified, server, name string, c Candidat
 }
 
 // Remove records that discovery no longer found the name. The approval
-// is kept: the same descriptor coming back is admitted again.
+// is kept: the same descriptor coming back is admitted again. So is the
+// reason a record quarantined or rejected was held for: a reviewer is
+// shown it, and may not forget the record (CheckForget).
 func Remove(prev Record, now time.Time) Record {
-	prev.Status, prev.Reason, prev.Pending, prev.Updated = Removed, "", nil, now
+	if prev.Status != Quarantined && prev.Status != Rejected {
+		prev.Reason = ""
+	}
+	prev.Status, prev.Pending, prev.Updated = Removed, nil, now
 	return prev
 }
 
@@ -304,16 +309,23 @@ var (
 	ErrNothingPending = errors.New("admit: nothing of this name waits for review")
 	ErrDigestMismatch = errors.New("admit: the digest is not the one waiting for review")
 	ErrStillListed    = errors.New("admit: its server still lists the name; only a removed record may be forgotten")
+	ErrHeldWhenGone   = errors.New("admit: the name was held when its server stopped listing it (quarantined, or a digest refused by a reviewer); forgetting it would admit what was held as a first use")
 )
 
 // CheckForget reports whether a reviewer may forget r, which the ledger's
 // bound never does for a record that pins something: only a name its
-// server no longer lists may go. Forgetting one forgets its pin and any
-// digest refused under it: the name, if it comes back, is judged as a
-// first use.
+// server no longer lists, and that was not held when it went. Forgetting
+// one forgets its pin: the name, if it comes back, is judged as a first
+// use. A record quarantined or refused is never forgotten: a server that
+// stops listing a name it changed, fills its share of the ledger and
+// waits for a reviewer to make room would otherwise have the change
+// admitted on first use.
 func CheckForget(r Record) error {
-	if r.Status != Removed {
+	switch {
+	case r.Status != Removed:
 		return ErrStillListed
+	case len(r.RejectedDigests) > 0, r.Approval != nil && r.Reason != "":
+		return ErrHeldWhenGone
 	}
 	return nil
 }

@@ -239,3 +239,44 @@ func TestForget(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckForget: a reviewer may forget a name its server no longer
+// lists only when nothing of it was held when it went: a record removed
+// while quarantined (for its digest or its server's identity) or with a
+// digest refused is kept, so that a change cannot come back as a first
+// use; one the server went back to the approved descriptor of is not held.
+func TestCheckForget(t *testing.T) {
+	id, other := Identity{Name: "x", Version: "1"}, Identity{Name: "y", Version: "1"}
+	pin := func() Record { return Observe(nil, KindTool, "s.t", "s", "t", cand("d1", id), FirstUsePin, t0) }
+	then := func(r Record, c Candidate) Record { return Observe(&r, KindTool, "s.t", "s", "t", c, FirstUsePin, t0) }
+	reject := func(r Record) Record {
+		t.Helper()
+		r, err := Reject(r, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		r    Record
+		want error
+	}{
+		{"listed", pin(), ErrStillListed},
+		{"quarantined, listed", then(pin(), cand("d2", id)), ErrStillListed},
+		{"removed when admitted", Remove(pin(), t0), nil},
+		{"removed when waiting for a first review", Remove(Observe(nil, KindTool, "s.t", "s", "t", cand("d1", id), FirstUseReview, t0), t0), nil},
+		{"removed when quarantined for its digest", Remove(then(pin(), cand("d2", id)), t0), ErrHeldWhenGone},
+		{"removed when quarantined for its identity", Remove(then(pin(), cand("d1", other)), t0), ErrHeldWhenGone},
+		{"removed when rejected", Remove(reject(then(pin(), cand("d2", id))), t0), ErrHeldWhenGone},
+		{"removed when rejected at a first review", Remove(reject(Observe(nil, KindTool, "s.t", "s", "t", cand("d1", id), FirstUseReview, t0)), t0), ErrHeldWhenGone},
+		{"removed after a rejection, back to the pin", Remove(then(reject(then(pin(), cand("d2", id))), cand("d1", id)), t0), ErrHeldWhenGone},
+		{"removed after a quarantine, back to the pin", Remove(then(then(pin(), cand("d2", id)), cand("d1", id)), t0), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := CheckForget(tc.r); !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
+				t.Errorf("CheckForget = %v, want %v (record %s %q)", err, tc.want, tc.r.Status, tc.r.Reason)
+			}
+		})
+	}
+}

@@ -72,7 +72,9 @@ var _ Store = (*Postgres)(nil)
 // same database at once. The table is created in the first schema of the
 // search_path; set it in dsn (options='-c search_path=...') to choose.
 // Creating it takes the CREATE privilege on that schema; once it exists,
-// SELECT, INSERT and UPDATE on it are enough. Pool settings
+// SELECT, INSERT, UPDATE and DELETE on it are enough (a table made by an
+// earlier version that lacks a later column also needs its owner, once,
+// to add it). Pool settings
 // (pool_max_conns and the like) may be given in dsn too.
 //
 // No error carries dsn: it may hold a password.

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,7 +71,10 @@ func TestForget(t *testing.T) {
 			recs := []admit.Record{
 				{Qualified: "s.kept", Server: "s", Name: "kept", Status: admit.Admitted, Digest: "d-kept", Approval: pin},
 				{Qualified: "s.gone", Server: "s", Name: "gone", Status: admit.Removed, Digest: "d-gone", Approval: pin},
-				{Kind: admit.KindPrompt, Qualified: "s.p", Server: "s", Name: "p", Status: admit.Removed, Digest: "d-p", RejectedDigests: []string{"d-bad"}},
+				{Kind: admit.KindPrompt, Qualified: "s.p", Server: "s", Name: "p", Status: admit.Removed, Digest: "d-p", Approval: pin},
+				// Held when their server stopped listing them.
+				{Qualified: "s.changed", Server: "s", Name: "changed", Status: admit.Removed, Reason: admit.ReasonDigestChanged, Digest: "d-changed", Approval: pin},
+				{Qualified: "s.refused", Server: "s", Name: "refused", Status: admit.Removed, RejectedDigests: []string{"d-bad"}},
 			}
 			if err := st.Transact(t.Context(), "s", func(map[string]admit.Record) (ledger.Changes, error) {
 				return ledger.Changes{Put: recs}, nil
@@ -118,6 +123,11 @@ func TestForget(t *testing.T) {
 			if !errors.Is(err, admit.ErrStillListed) || strings.Count(err.Error(), "admit:") != 1 {
 				t.Errorf("forgetting a listed name: %v, want %v once", err, admit.ErrStillListed)
 			}
+			for _, name := range []string{"s.changed", "s.refused"} {
+				if err := svc.Forget(t.Context(), name, "alice"); !errors.Is(err, admit.ErrHeldWhenGone) {
+					t.Errorf("forgetting %s, held when it went: %v, want %v", name, err, admit.ErrHeldWhenGone)
+				}
+			}
 			if err := svc.Forget(t.Context(), "s.nope", "alice"); !errors.Is(err, review.ErrNotFound) {
 				t.Errorf("forgetting a name the ledger does not hold: %v", err)
 			}
@@ -141,8 +151,8 @@ func TestForget(t *testing.T) {
 			for _, r := range left {
 				refs = append(refs, r.Ref())
 			}
-			if !slices.Equal(refs, []string{"s.kept"}) {
-				t.Errorf("left in the ledger: %v, want s.kept", refs)
+			if want := []string{"s.changed", "s.kept", "s.refused"}; !slices.Equal(refs, want) {
+				t.Errorf("left in the ledger: %v, want %v", refs, want)
 			}
 			var forgotten []string
 			for _, e := range sink.events(t) {
@@ -159,5 +169,32 @@ func TestForget(t *testing.T) {
 				t.Errorf("the gateway was told of %v, want s twice", changed)
 			}
 		})
+	}
+}
+
+// TestClientOfAnOlderGateway: a route the running gateway does not know
+// (a command newer than it) is not reported as a name the ledger does
+// not hold.
+func TestClientOfAnOlderGateway(t *testing.T) {
+	dir, err := os.MkdirTemp("", "rv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "review.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	c, err := review.Dial(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Forget(t.Context(), "s.gone", "alice")
+	if err == nil || errors.Is(err, review.ErrNotFound) || !strings.Contains(err.Error(), "older version") {
+		t.Errorf("a command the gateway does not know: %v", err)
 	}
 }

@@ -64,7 +64,7 @@ func Handler(s Service) http.Handler {
 
 // conflicts are the errors of a decision the record does not allow,
 // answered 409.
-var conflicts = []error{admit.ErrNothingPending, admit.ErrDigestMismatch, admit.ErrStillListed}
+var conflicts = []error{admit.ErrNothingPending, admit.ErrDigestMismatch, admit.ErrStillListed, admit.ErrHeldWhenGone}
 
 func reply(w http.ResponseWriter, v any, err error) {
 	w.Header().Set("Content-Type", "application/json")
@@ -155,6 +155,10 @@ func (c *Client) do(ctx context.Context, method, path string, body, dst any) err
 		switch resp.StatusCode {
 		case http.StatusNotFound:
 			err = fmt.Errorf("%s: %w", e.Error, ErrNotFound)
+			if e.Error == "" {
+				// Not this package's answer: the route is unknown.
+				err = fmt.Errorf("review: the running gateway does not know %s %s (is it an older version than this command?)", method, strings.TrimPrefix(path, "/records/"))
+			}
 		case http.StatusConflict:
 			// The same message, wrapping the decision's own error.
 			for _, sentinel := range conflicts {
