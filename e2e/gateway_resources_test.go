@@ -364,9 +364,22 @@ func TestGatewaySubscribeTakesASlot(t *testing.T) {
 	if m := alice.post(`{"jsonrpc":"2.0","id":5,"method":"resources/subscribe","params":{"uri":"file:///watched.md"}}`).msg(t); m["result"] == nil {
 		t.Fatalf("subscribe: %v", m)
 	}
-	// The hung call logs its timeout before it gives its slot back.
-	if !strings.Contains(g.p.stderr.String(), "downstream call timed out") {
-		t.Error("the subscription was sent while the server's one slot was taken")
+	answered := time.Now()
+	// The hung call logs its timeout before it gives its slot back; the
+	// line is read from the pipe later, so wait for it, and compare times.
+	var line string
+	waitUntil(t, "the hung call's timeout logged", func() bool {
+		for l := range strings.Lines(g.p.stderr.String()) {
+			if strings.Contains(l, "downstream call timed out") {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	var logged struct{ Time time.Time }
+	if err := json.Unmarshal([]byte(line), &logged); err != nil || logged.Time.After(answered) {
+		t.Errorf("the subscription was answered at %s, before the server's one slot was given back at %s (%v)", answered, logged.Time, err)
 	}
 	<-hung
 }

@@ -248,7 +248,7 @@ func TestGatewayDownstreamFaults(t *testing.T) {
 			r := g.call("fx.echo", map[string]any{"v": "back"})
 			return r.status == http.StatusOK && strings.Contains(string(r.body), `"back"`)
 		})
-		mustContain(t, g.p.stderr.String(), "downstream will be restarted")
+		waitUntil(t, "the restart logged", func() bool { return strings.Contains(g.p.stderr.String(), "downstream will be restarted") })
 	})
 
 	t.Run("deadline", func(t *testing.T) {
