@@ -2113,17 +2113,47 @@ mutate ledger-added-column-held "a column the table has is added again, which a 
 	'\t\tif false {' \
 	-- ./internal/gateway/ledger 'TestPostgresRevokedTableFromBefore'
 
-mutate cat-alias-listed "a later server that lists another spelling of a URI an earlier server owns exactly serves it" \
+mutate cat-spelling-listed "a later server that lists another spelling of a URI an earlier server owns exactly serves it" \
 	internal/gateway/catalog/resource.go \
-	'\tfor _, a := range Aliases\(uri\) \{\n\t\tif o, ok := owner\[a\]; ok \{' \
-	'\tfor _, a := range Aliases(uri)[:0] {\n\t\tif o, ok := owner[a]; ok {' \
-	-- ./internal/gateway/catalog 'TestAliasesListedExactly'
+	'k := resourceKey\(r\.URI\)' \
+	'k := r.URI' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
 
-mutate cat-alias-claim "a later server's claim of another spelling of a URI an earlier server owns is its own" \
+mutate cat-spelling-claim "a later server's claim of another spelling of a URI an earlier server owns is its own" \
 	internal/gateway/catalog/resource.go \
-	'if o := exactOwner\(owner, u\); o == "" \|\| o == name \{' \
-	'if _, taken := owner[u]; !taken {' \
-	-- ./internal/gateway/catalog 'TestAliasesListedExactly'
+	'k := resourceKey\(u\)' \
+	'k := u' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
+mutate cat-spelling-route "a later server's template serves another spelling of a URI an earlier server lists exactly" \
+	internal/gateway/catalog/catalog.go \
+	'if o := s\.sameAs\[resourceKey\(uri\)\]; o != "" && o != rt\.server \{' \
+	'if o := ""; o != "" {' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
+mutate cat-spelling-owner "another spelling of a URI an earlier server lists exactly is owned by a later server's template" \
+	internal/gateway/catalog/catalog.go \
+	'if so := s\.sameAs\[resourceKey\(uri\)\]; so != "" && so != o \{' \
+	'if so := ""; so != "" {' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
+mutate cat-key-dots "a dot segment makes another resource of the same file" \
+	internal/gateway/catalog/catalog.go \
+	'\t\tcase "", "\.":\n' \
+	'\t\tcase "":\n\t\t\tsegs = append(segs, seg)\n\t\tcase ".":\n' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
+mutate cat-key-file-host "file://localhost/p is another resource than file:///p" \
+	internal/gateway/catalog/catalog.go \
+	'\tif scheme == "file" \{\n\t\t// Every host' \
+	'\tif false {\n\t\t// Every host' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
+mutate cat-key-decode "a percent-encoded spelling is another resource" \
+	internal/gateway/catalog/catalog.go \
+	'rest = strings\.ReplaceAll\(percentDecode\(rest\), ' \
+	'rest = strings.ReplaceAll((rest), ' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
 
 mutate review-forget-listed "a reviewer forgets the pin of a name its server still lists" \
 	internal/gateway/review/review.go \
@@ -2160,6 +2190,12 @@ mutate review-client-older "a command an older running gateway does not know rea
 	'if e\.Error == "" \{' \
 	'if false {' \
 	-- ./internal/gateway/review 'TestClientOfAnOlderGateway'
+
+mutate gw-route-templated "another spelling of an owned URI a later template matches is answered as unknown, not as not normal" \
+	internal/gateway/resource.go \
+	'case t != nil \|\| snap\.Templated\(uri\):' \
+	'case t != nil:' \
+	-- ./internal/gateway 'TestRouteReadNormalForm'
 
 # A worker's summary, which the coordinator reads.
 echo

@@ -173,21 +173,32 @@ func (g *Gateway) routeRead(p auth.Principal, uri string, ev *audit.Event) (stri
 		return "", &Error{Code: jsonrpc.CodeInvalidParams, Status: http.StatusOK,
 			Message: fmt.Sprintf("Invalid params: the URI is longer than %d bytes", catalog.MaxURI), Data: data}
 	}
-	r, t := g.catalog.Snapshot().Route(uri)
+	snap := g.catalog.Snapshot()
+	r, t := snap.Route(uri)
 	var server string
+	if t != nil {
+		ev.Resource, ev.Server = t.URITemplate, t.Server
+	}
 	switch {
 	case r != nil:
 		server, ev.Resource = r.Server, r.URI
-	case t != nil:
-		server, ev.Resource, ev.Server = t.Server, t.URITemplate, t.Server
-		// A URI a template routes is the caller's spelling: it must be in
-		// normal form, or one resource would have two names, one that a
-		// rule or an exact URI knows and one that they do not.
+	case t != nil || snap.Templated(uri):
+		// A URI a template matches is the caller's spelling: it must be
+		// in normal form, or one resource would have two names, one that
+		// a rule or an exact URI knows and one that they do not. (One
+		// that another server owns in another spelling routes nowhere,
+		// and is told why as well.)
 		if why := catalog.NotNormal(uri); why != "" {
 			ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "uri_not_normal", jsonrpc.CodeInvalidParams
 			g.audit.Record(*ev)
 			return "", uriNotNormal(why)
 		}
+		if t == nil {
+			ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "unknown_resource", CodeResourceNotFound
+			g.audit.Record(*ev)
+			return "", resourceNotFound(uri)
+		}
+		server = t.Server
 	default:
 		ev.Outcome, ev.Reason, ev.Code = audit.Invalid, "unknown_resource", CodeResourceNotFound
 		g.audit.Record(*ev)

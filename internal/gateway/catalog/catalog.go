@@ -160,6 +160,10 @@ type Snapshot struct {
 	// but does not offer now among them.
 	claimed map[string]string
 	routes  []route
+	// sameAs are the owners of the URIs listed or claimed exactly, by
+	// resourceKey: the first server to list or claim one spelling of a
+	// resource owns every spelling of it.
+	sameAs map[string]string
 }
 
 // route is a template in routing order: one offered (t set), or one its
@@ -181,9 +185,11 @@ func (s *Snapshot) LookupResource(uri string) (*Resource, bool) {
 // a first matching template, that its owner claims but does not offer
 // now (it is down, or holds it for review) routes nowhere: it is never
 // served by a server listed after its owner meanwhile. Nor does a URI a
-// template matches when one of its aliases (Aliases: the same resource
-// to a server that reads only its path) is another server's: another
-// spelling of a URI one server owns is never another server's resource.
+// template matches when another spelling of it is another server's: one
+// listed or claimed exactly (resourceKey), or one of its aliases
+// (Aliases: the same resource to a server that reads only its path)
+// another server's template matches. Another spelling of a URI one
+// server owns is never another server's resource.
 func (s *Snapshot) Route(uri string) (*Resource, *Template) {
 	if r, ok := s.byURI[uri]; ok {
 		return r, nil
@@ -195,6 +201,9 @@ func (s *Snapshot) Route(uri string) (*Resource, *Template) {
 	if !ok || rt.t == nil {
 		return nil, nil
 	}
+	if o := s.sameAs[resourceKey(uri)]; o != "" && o != rt.server {
+		return nil, nil
+	}
 	for _, a := range Aliases(uri) {
 		if o := s.owner(a); o != "" && o != rt.server {
 			return nil, nil
@@ -204,9 +213,9 @@ func (s *Snapshot) Route(uri string) (*Resource, *Template) {
 }
 
 // Owner is the server that owns uri, whether it offers it now or not:
-// the owner of exactly that URI, else the owner of one of its aliases
-// when another server owns it, else of the first template that matches
-// it; "" for no one.
+// the owner of exactly that URI, else the owner of another spelling of
+// it when another server owns one (as Route decides), else of the first
+// template that matches it; "" for no one.
 func (s *Snapshot) Owner(uri string) string {
 	if r, ok := s.byURI[uri]; ok {
 		return r.Server
@@ -218,12 +227,22 @@ func (s *Snapshot) Owner(uri string) string {
 	if rt, ok := s.firstRoute(uri); ok {
 		o = rt.server
 	}
+	if so := s.sameAs[resourceKey(uri)]; so != "" && so != o {
+		return so
+	}
 	for _, a := range Aliases(uri) {
 		if ao := s.owner(a); ao != "" && ao != o {
 			return ao
 		}
 	}
 	return o
+}
+
+// Templated reports whether a template, offered or claimed, matches
+// uri, whether or not it routes it.
+func (s *Snapshot) Templated(uri string) bool {
+	_, ok := s.firstRoute(uri)
+	return ok
 }
 
 // owner is Owner without aliases.
@@ -266,6 +285,72 @@ func Aliases(uri string) []string {
 		out = append(out, trimmed)
 	}
 	return out
+}
+
+// resourceKey is what names uri's resource to the most lenient server
+// that reads a URI's path: the URI with its scheme and authority in lower
+// case, file:/p and file://localhost/p as file:///p, without its query,
+// fragment and trailing '/', its percent-encodings decoded, '\' read as
+// '/', and its path without '.', '..' and empty segments. Two URIs of
+// one key are one resource to some server, so two servers never own
+// them: the first to list or claim one owns both. It over-approximates
+// on purpose — two resources a strict server keeps apart may share a
+// key, and then the later server's is shadowed — and is used only to
+// compare, never sent: a downstream reads its own spelling.
+func resourceKey(uri string) string {
+	if i := strings.IndexAny(uri, "?#"); i >= 0 {
+		uri = uri[:i]
+	}
+	scheme, rest, ok := strings.Cut(uri, ":")
+	if !ok {
+		return uri
+	}
+	scheme = strings.ToLower(scheme)
+	rest = strings.ReplaceAll(percentDecode(rest), "\\", "/")
+	authority, path := "", rest
+	if after, ok := strings.CutPrefix(rest, "//"); ok {
+		authority, path = after, ""
+		if i := strings.IndexByte(after, '/'); i >= 0 {
+			authority, path = after[:i], after[i:]
+		}
+		authority = strings.ToLower(authority)
+	}
+	if scheme == "file" {
+		// Every host a file URI names is this machine's to a server
+		// that ignores it.
+		authority = ""
+	}
+	var segs []string
+	for seg := range strings.SplitSeq(path, "/") {
+		switch seg {
+		case "", ".":
+		case "..":
+			if len(segs) > 0 {
+				segs = segs[:len(segs)-1]
+			}
+		default:
+			segs = append(segs, seg)
+		}
+	}
+	return scheme + "://" + authority + "/" + strings.Join(segs, "/")
+}
+
+// percentDecode decodes every well-formed percent-encoding in s and
+// leaves any other '%' as it is.
+func percentDecode(s string) string {
+	if strings.IndexByte(s, '%') < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // Lookup returns the tool with public name q.
@@ -318,7 +403,7 @@ func New(judge Judge, opts admit.Options) *Catalog {
 		opts.Schemas = &admit.SchemaCache{}
 	}
 	c := &Catalog{judge: judge, opts: opts, servers: map[string]serverTools{}, subs: map[admit.Kind][]chan struct{}{}, claims: map[string]claim{}}
-	c.current.Store(&Snapshot{byName: map[string]*Tool{}, byPrompt: map[string]*Prompt{}, byURI: map[string]*Resource{}})
+	c.current.Store(&Snapshot{byName: map[string]*Tool{}, byPrompt: map[string]*Prompt{}, byURI: map[string]*Resource{}, sameAs: map[string]string{}})
 	return c
 }
 
@@ -404,7 +489,7 @@ func (c *Catalog) Remove(server string) {
 func (c *Catalog) publish() {
 	prev := c.current.Load()
 	next := &Snapshot{Revision: prev.Revision + 1, PromptRevision: prev.PromptRevision + 1, ResourceRevision: prev.ResourceRevision + 1,
-		byName: map[string]*Tool{}, byPrompt: map[string]*Prompt{}, byURI: map[string]*Resource{}}
+		byName: map[string]*Tool{}, byPrompt: map[string]*Prompt{}, byURI: map[string]*Resource{}, sameAs: map[string]string{}}
 	names := make([]string, 0, len(c.servers))
 	for name := range c.servers {
 		names = append(names, name)

@@ -228,8 +228,9 @@ func (c *Catalog) publishResources(next *Snapshot, names []string) {
 	for _, name := range order {
 		cl := c.claims[name]
 		for _, u := range cl.uris {
-			if o := exactOwner(owner, u); o == "" || o == name {
-				owner[u] = name
+			k := resourceKey(u)
+			if o, taken := next.sameAs[k]; !taken || o == name {
+				next.sameAs[k], owner[u] = name, name
 			}
 		}
 		for _, t := range cl.templates {
@@ -241,11 +242,12 @@ func (c *Catalog) publishResources(next *Snapshot, names []string) {
 		if st, ok := c.servers[name]; ok && st.resources != nil {
 			sr := st.resources
 			for _, r := range sr.resources {
-				if o := exactOwner(owner, r.URI); o != "" && o != name {
+				k := resourceKey(r.URI)
+				if o, taken := next.sameAs[k]; taken && o != name {
 					next.Shadowed = append(next.Shadowed, Shadowed{Kind: admit.KindResource, URI: r.URI, Owner: o, Server: name})
 					continue
 				}
-				owner[r.URI], offered[r.URI] = name, true
+				next.sameAs[k], owner[r.URI], offered[r.URI] = name, name, true
 				next.Resources = append(next.Resources, r)
 			}
 			for _, t := range sr.templates {
@@ -277,22 +279,6 @@ func (c *Catalog) publishResources(next *Snapshot, names []string) {
 	for _, r := range next.Resources {
 		next.byURI[r.URI] = r
 	}
-}
-
-// exactOwner is the server that owns uri, or one of its aliases, by
-// listing or claiming it exactly; "" for no one. Another spelling of a
-// URI an earlier server lists is that server's resource, so a later
-// server that lists the spelling is shadowed as if it listed the URI.
-func exactOwner(owner map[string]string, uri string) string {
-	if o, ok := owner[uri]; ok {
-		return o
-	}
-	for _, a := range Aliases(uri) {
-		if o, ok := owner[a]; ok {
-			return o
-		}
-	}
-	return ""
 }
 
 // sameResources reports whether two snapshots offer the same resources

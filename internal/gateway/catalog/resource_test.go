@@ -3,9 +3,8 @@ package catalog
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
-
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/admit"
 )
@@ -182,45 +181,96 @@ func TestResourceClaims(t *testing.T) {
 	check("config held for review", h.Snapshot(), false)
 }
 
-// TestAliasesListedExactly: another spelling of a URI an earlier server
-// lists or claims exactly, listed exactly by a later server, is
-// shadowed: it routes nowhere and its owner is the earlier server.
-func TestAliasesListedExactly(t *testing.T) {
-	spellings := []string{"file:///shared/readme.md?v=1", "file:///shared/readme.md#top", "file:///shared/readme.md/"}
+// TestSpellingsListedExactly: another spelling of a URI an earlier
+// server lists or claims exactly — in either direction, whatever the
+// spelling a lenient server reads as the same resource — listed exactly
+// by a later server is shadowed: it routes nowhere, its owner is the
+// earlier server, and a later server's template that matches it routes
+// nothing either. Another resource is not.
+func TestSpellingsListedExactly(t *testing.T) {
+	const readme = "file:///shared/readme.md"
+	same := []struct{ earlier, later string }{
+		{readme, readme + "?v=1"},
+		{readme, readme + "#top"},
+		{readme, readme + "/"},
+		{readme + "?v=1", readme},
+		{readme + "?v=1", readme + "#top"},
+		{"file:///shared/docs/", "file:///shared/docs"},
+		{readme, "file:/shared/readme.md"},
+		{readme, "file://localhost/shared/readme.md"},
+		{readme, "file://LOCALHOST/shared/readme.md"},
+		{readme, "FILE:///shared/readme.md"},
+		{readme, "file:///shared/./readme.md"},
+		{readme, "file:///shared/x/../readme.md"},
+		{readme, "file:///shared//readme.md"},
+		{readme, "file:///shared/%72eadme.md"},
+		{readme, "file:///shared%2Freadme.md"},
+		{readme, "file:///shared\\readme.md"},
+		{"file:///shared/caf%C3%A9.md", "file:///shared/café.md"},
+		{"https://example.com/a", "https://EXAMPLE.com/a?x"},
+	}
+	other := []struct{ earlier, later string }{
+		{readme, "file:///shared/README.md"},
+		{readme, "file:///shared/readme.md.bak"},
+		{readme, "file:///shared"},
+		{"file:///shared", readme},
+		{"https://example.com/a", "https://example.org/a"},
+		{"https://example.com/a", "https://example.com:8443/a"},
+		{"https://example.com/a", "http://example.com/a"},
+	}
 	for _, offered := range []bool{true, false} {
-		t.Run(fmt.Sprintf("offered=%v", offered), func(t *testing.T) {
-			c := New(AdmitAll{}, admit.Options{})
-			c.SetOrder([]string{"a", "b"})
-			if offered {
-				if err := c.UpdateResources(Server{Name: "a"}, raws(`{"uri":"file:///shared/readme.md","name":"r"}`), nil); err != nil {
+		for _, tc := range append(same, other...) {
+			shadowed := slices.Contains(same, tc)
+			t.Run(fmt.Sprintf("offered=%v/%s|%s", offered, tc.earlier, tc.later), func(t *testing.T) {
+				c := New(AdmitAll{}, admit.Options{})
+				c.SetOrder([]string{"a", "b", "c"})
+				if offered {
+					if err := c.UpdateResources(Server{Name: "a"}, raws(fmt.Sprintf(`{"uri":%q,"name":"r"}`, tc.earlier)), nil); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					c.Claim("a", []string{tc.earlier}, nil)
+				}
+				if err := c.UpdateResources(Server{Name: "b"}, raws(fmt.Sprintf(`{"uri":%q,"name":"r"}`, tc.later)), nil); err != nil {
 					t.Fatal(err)
 				}
-			} else {
-				c.Claim("a", []string{"file:///shared/readme.md"}, nil)
-			}
-			var rs []jsontext.Value
-			for i, u := range append(slices.Clone(spellings), "file:///other.md?v=1") {
-				rs = append(rs, raws(fmt.Sprintf(`{"uri":%q,"name":"r%d"}`, u, i))...)
-			}
-			if err := c.UpdateResources(Server{Name: "b"}, rs, nil); err != nil {
-				t.Fatal(err)
-			}
-			s := c.Snapshot()
-			for _, uri := range spellings {
-				if r, tm := s.Route(uri); r != nil || tm != nil {
-					t.Errorf("%s routed to %v %v, not to no one", uri, r, tm)
+				s := c.Snapshot()
+				r, tm := s.Route(tc.later)
+				isShadowed := slices.ContainsFunc(s.Shadowed, func(sh Shadowed) bool { return sh.URI == tc.later && sh.Owner == "a" && sh.Server == "b" })
+				if !shadowed {
+					if r == nil || r.Server != "b" || isShadowed {
+						t.Errorf("b's own resource routed to %v, shadowed %v", r, s.Shadowed)
+					}
+					return
 				}
-				if o := s.Owner(uri); o != "a" {
-					t.Errorf("the owner of %s is %q, want a", uri, o)
+				if r != nil || tm != nil {
+					t.Errorf("routed to %v %v, not to no one", r, tm)
 				}
-				if !slices.ContainsFunc(s.Shadowed, func(sh Shadowed) bool { return sh.URI == uri && sh.Owner == "a" && sh.Server == "b" }) {
-					t.Errorf("%s is not among the shadowed: %v", uri, s.Shadowed)
+				if o := s.Owner(tc.later); o != "a" {
+					t.Errorf("the owner is %q, want a", o)
 				}
-			}
-			if r, _ := s.Route("file:///other.md?v=1"); r == nil || r.Server != "b" {
-				t.Errorf("b's own URI with a query routed to %v", r)
-			}
-		})
+				if !isShadowed {
+					t.Errorf("not among the shadowed: %v", s.Shadowed)
+				}
+				// A later server's template matching the spelling routes
+				// nothing either.
+				if err := c.UpdateResources(Server{Name: "c"}, nil, raws(`{"uriTemplate":"file:///{+path}","name":"all"}`)); err != nil {
+					t.Fatal(err)
+				}
+				if !strings.HasPrefix(tc.earlier, readme) {
+					return
+				}
+				s = c.Snapshot()
+				for _, u := range []string{readme, readme + "?v=2"} {
+					if r, tm := s.Route(u); tm != nil || r != nil && r.Server != "a" {
+						t.Errorf("%s, a spelling of a's URI, routed to %v %v", u, r, tm)
+					}
+					if o := s.Owner(u); o != "a" {
+						t.Errorf("the owner of %s is %q, want a", u, o)
+					}
+				}
+			})
+		}
 	}
 }
 
