@@ -2175,7 +2175,7 @@ mutate review-socket-conflict "the socket answers a forget of a listed name as a
 
 mutate admit-forget-held "a reviewer forgets a name removed while quarantined or refused, so the change comes back as a first use" \
 	internal/gateway/admit/lifecycle.go \
-	'case len\(r\.RejectedDigests\) > 0, r\.Approval != nil && r\.Reason != "":' \
+	'case len\(r\.RejectedDigests\) > 0, len\(r\.HeldDigests\) > 0, r\.Approval != nil && r\.Reason != "":' \
 	'case false:' \
 	-- "$gwpkg" 'TestForgetKeepsWhatWasHeld'
 
@@ -2196,6 +2196,18 @@ mutate gw-route-templated "another spelling of an owned URI a later template mat
 	'case t != nil \|\| snap\.Templated\(uri\):' \
 	'case t != nil:' \
 	-- ./internal/gateway 'TestRouteReadNormalForm'
+
+mutate admit-held-digests "a quarantine is forgotten once the server serves the pinned descriptor again" \
+	internal/gateway/admit/lifecycle.go \
+	'\t\tif s == Quarantined \{\n\t\t\tr\.HeldDigests' \
+	'\t\tif false {\n\t\t\tr.HeldDigests' \
+	-- "$gwpkg" 'TestForgetKeepsWhatWasHeld'
+
+mutate admit-held-approved "a quarantined digest a reviewer approved still holds the record" \
+	internal/gateway/admit/lifecycle.go \
+	'\tprev\.HeldDigests = slices\.DeleteFunc' \
+	'\t_ = slices.DeleteFunc' \
+	-- ./internal/gateway/admit 'TestCheckForget'
 
 # A worker's summary, which the coordinator reads.
 echo

@@ -60,8 +60,9 @@ approved.
             another digest is judged afresh
   forget    deletes the record of a name its server no longer lists
             (status removed), with its pin: the name, if it comes back,
-            is judged as a first use. A name removed while it was held
-            (quarantined, or a digest refused) is never forgotten. A
+            is judged as a first use. A name that holds a digest
+            quarantined and never approved, or one refused, is never
+            forgotten. A
             server holds at most discovery.tools + 1,000 records of a
             kind, and names approved on first use are never forgotten by
             the bound; when a server that renamed its tools has its new

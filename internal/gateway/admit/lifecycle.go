@@ -186,8 +186,13 @@ type Record struct {
 	// RejectedDigests are the digests a reviewer refused under this name
 	// (the latest maxRejected): they stay refused whatever the server's
 	// identity, and however often the server switches back to them.
-	RejectedDigests []string  `json:"rejected_digests,omitempty"`
-	Updated         time.Time `json:"updated"`
+	RejectedDigests []string `json:"rejected_digests,omitempty"`
+	// HeldDigests are the digests quarantined under this name that no
+	// reviewer approved (the latest maxRejected). However the server went
+	// on — back to what was pinned, then gone — a record that holds one
+	// is never forgotten (CheckForget).
+	HeldDigests []string  `json:"held_digests,omitempty"`
+	Updated     time.Time `json:"updated"`
 }
 
 // Key is the record's ledger key.
@@ -219,6 +224,9 @@ func Observe(prev *Record, kind Kind, qualified, server, name string, c Candidat
 	}
 	hold := func(s Status, reason string) Record {
 		r.Status, r.Reason, r.Pending = s, reason, &c
+		if s == Quarantined {
+			r.HeldDigests = appendBounded(r.HeldDigests, c.Digest)
+		}
 		return r
 	}
 	if slices.Contains(r.RejectedDigests, c.Digest) {
@@ -314,17 +322,20 @@ var (
 
 // CheckForget reports whether a reviewer may forget r, which the ledger's
 // bound never does for a record that pins something: only a name its
-// server no longer lists, and that was not held when it went. Forgetting
-// one forgets its pin: the name, if it comes back, is judged as a first
-// use. A record quarantined or refused is never forgotten: a server that
-// stops listing a name it changed, fills its share of the ledger and
-// waits for a reviewer to make room would otherwise have the change
-// admitted on first use.
+// server no longer lists, and that holds nothing a reviewer did not
+// approve — no digest refused, none quarantined and not approved since
+// (whatever the server served after it), no hold when it went.
+// Forgetting one forgets its pin: the name, if it comes back, is judged
+// as a first use. A record quarantined or refused is never forgotten: a
+// server that changes a tool, goes back to what was pinned or not,
+// stops listing it, fills its share of the ledger and waits for a
+// reviewer to make room would otherwise have the change admitted on
+// first use.
 func CheckForget(r Record) error {
 	switch {
 	case r.Status != Removed:
 		return ErrStillListed
-	case len(r.RejectedDigests) > 0, r.Approval != nil && r.Reason != "":
+	case len(r.RejectedDigests) > 0, len(r.HeldDigests) > 0, r.Approval != nil && r.Reason != "":
 		return ErrHeldWhenGone
 	}
 	return nil
@@ -343,8 +354,10 @@ func Approve(prev Record, digest, by string, now time.Time) (Record, error) {
 	id := c.Identity
 	prev.Digest, prev.Descriptor, prev.Identity = c.Digest, c.Descriptor, &id
 	prev.Approval = &Approval{By: by, At: now, Mode: "review"}
-	// An approval overrides an earlier refusal of the same digest.
+	// An approval overrides an earlier refusal or quarantine of the same
+	// digest.
 	prev.RejectedDigests = slices.DeleteFunc(slices.Clone(prev.RejectedDigests), func(d string) bool { return d == digest })
+	prev.HeldDigests = slices.DeleteFunc(slices.Clone(prev.HeldDigests), func(d string) bool { return d == digest })
 	prev.Status, prev.Reason, prev.Pending, prev.Updated = Admitted, "", nil, now
 	return prev, nil
 }
@@ -356,11 +369,18 @@ func Reject(prev Record, now time.Time) (Record, error) {
 		return prev, ErrNothingPending
 	}
 	prev.Status, prev.Reason, prev.Updated = Rejected, ReasonReviewer, now
-	if !slices.Contains(prev.RejectedDigests, prev.Pending.Digest) {
-		prev.RejectedDigests = append(slices.Clone(prev.RejectedDigests), prev.Pending.Digest)
-		if n := len(prev.RejectedDigests); n > maxRejected {
-			prev.RejectedDigests = prev.RejectedDigests[n-maxRejected:]
-		}
-	}
+	prev.RejectedDigests = appendBounded(prev.RejectedDigests, prev.Pending.Digest)
 	return prev, nil
+}
+
+// appendBounded is digests with d, once, keeping the latest maxRejected.
+func appendBounded(digests []string, d string) []string {
+	if slices.Contains(digests, d) {
+		return digests
+	}
+	digests = append(slices.Clone(digests), d)
+	if n := len(digests); n > maxRejected {
+		digests = digests[n-maxRejected:]
+	}
+	return digests
 }

@@ -241,10 +241,11 @@ func TestForget(t *testing.T) {
 }
 
 // TestCheckForget: a reviewer may forget a name its server no longer
-// lists only when nothing of it was held when it went: a record removed
-// while quarantined (for its digest or its server's identity) or with a
-// digest refused is kept, so that a change cannot come back as a first
-// use; one the server went back to the approved descriptor of is not held.
+// lists only when it holds nothing a reviewer did not approve: a record
+// that was ever quarantined (for its digest or its server's identity)
+// and not approved since, or with a digest refused, is kept — even when
+// the server went back to what was pinned before it stopped listing it —
+// so that a change cannot come back as a first use.
 func TestCheckForget(t *testing.T) {
 	id, other := Identity{Name: "x", Version: "1"}, Identity{Name: "y", Version: "1"}
 	pin := func() Record { return Observe(nil, KindTool, "s.t", "s", "t", cand("d1", id), FirstUsePin, t0) }
@@ -252,6 +253,14 @@ func TestCheckForget(t *testing.T) {
 	reject := func(r Record) Record {
 		t.Helper()
 		r, err := Reject(r, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	approve := func(r Record, digest string) Record {
+		t.Helper()
+		r, err := Approve(r, digest, "alice", t0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,7 +280,15 @@ func TestCheckForget(t *testing.T) {
 		{"removed when rejected", Remove(reject(then(pin(), cand("d2", id))), t0), ErrHeldWhenGone},
 		{"removed when rejected at a first review", Remove(reject(Observe(nil, KindTool, "s.t", "s", "t", cand("d1", id), FirstUseReview, t0)), t0), ErrHeldWhenGone},
 		{"removed after a rejection, back to the pin", Remove(then(reject(then(pin(), cand("d2", id))), cand("d1", id)), t0), ErrHeldWhenGone},
-		{"removed after a quarantine, back to the pin", Remove(then(then(pin(), cand("d2", id)), cand("d1", id)), t0), nil},
+		{"removed after a quarantine, back to the pin", Remove(then(then(pin(), cand("d2", id)), cand("d1", id)), t0), ErrHeldWhenGone},
+		{"removed after an identity quarantine, back to the pin", Remove(then(then(pin(), cand("d1", other)), cand("d1", id)), t0), ErrHeldWhenGone},
+		{"quarantined as an earlier version recorded it, then removed", Remove(func() Record {
+			r := then(pin(), cand("d2", id))
+			r.HeldDigests = nil // written before HeldDigests were kept
+			return r
+		}(), t0), ErrHeldWhenGone},
+		{"removed after its change was approved", Remove(approve(then(pin(), cand("d2", id)), "d2"), t0), nil},
+		{"removed after one change was approved and another held", Remove(then(approve(then(then(pin(), cand("d3", id)), cand("d2", id)), "d2"), cand("d2", id)), t0), ErrHeldWhenGone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := CheckForget(tc.r); !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
