@@ -113,7 +113,7 @@ type server struct {
 	followed   map[string]bool
 	resListens map[string][]string
 
-	cancelled sync.Map // id (raw) → chan struct{}
+	cancelled sync.Map // id (raw) → *cancelSignal
 	answers   sync.Map // id of a request the fixture sent (raw) → chan msg
 	subs      []string // the raw ids of open subscriptions/listen requests, under mu
 	listCalls int
@@ -215,6 +215,21 @@ func (s *server) instructions() string {
 	return `,"instructions":` + string(b)
 }
 
+// cancelSignal is the signal of the cancellation of request id, made by
+// whichever of the request and its cancellation comes first.
+func (s *server) cancelSignal(id json.RawMessage) *cancelSignal {
+	c, _ := s.cancelled.LoadOrStore(string(id), &cancelSignal{ch: make(chan struct{})})
+	return c.(*cancelSignal)
+}
+
+// cancelSignal is closed once, by the first cancellation of a request.
+type cancelSignal struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (c *cancelSignal) fire() { c.once.Do(func() { close(c.ch) }) }
+
 func (s *server) serverInfo() string {
 	return fmt.Sprintf(`{"name":%q,"version":"1.0.0"}`, s.name)
 }
@@ -226,9 +241,9 @@ func (s *server) handle(m msg) {
 				RequestID json.RawMessage `json:"requestId"`
 			}
 			json.Unmarshal(m.Params, &p)
-			if ch, ok := s.cancelled.Load(string(p.RequestID)); ok {
-				close(ch.(chan struct{}))
-			}
+			// The request's handler may not have begun yet: the signal
+			// waits for it.
+			s.cancelSignal(p.RequestID).fire()
 			s.mu.Lock()
 			delete(s.resListens, string(p.RequestID))
 			s.mu.Unlock()
@@ -641,9 +656,7 @@ func (s *server) call(m msg) {
 		time.Sleep(time.Duration(a.Ms) * time.Millisecond)
 		echo()
 	case "hang":
-		ch := make(chan struct{})
-		s.cancelled.Store(string(m.ID), ch)
-		<-ch
+		<-s.cancelSignal(m.ID).ch
 		if s.log != nil {
 			s.mu.Lock()
 			fmt.Fprintf(s.log, "{\"fixture\":\"cancelled\",\"id\":%s}\n", m.ID)
