@@ -2145,14 +2145,14 @@ mutate cat-key-dots "a dot segment makes another resource of the same file" \
 
 mutate cat-key-file-host "file://localhost/p is another resource than file:///p" \
 	internal/gateway/catalog/catalog.go \
-	'\tif scheme == "file" \{\n\t\t// Every host' \
-	'\tif false {\n\t\t// Every host' \
+	'ok && scheme == "file" \{' \
+	'ok && false {' \
 	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
 
 mutate cat-key-decode "a percent-encoded spelling is another resource" \
 	internal/gateway/catalog/catalog.go \
-	'rest = strings\.ReplaceAll\(percentDecode\(rest\), ' \
-	'rest = strings.ReplaceAll((rest), ' \
+	'decoded := percentDecode\(rest\)' \
+	'decoded := rest' \
 	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
 
 mutate review-forget-listed "a reviewer forgets the pin of a name its server still lists" \
@@ -2169,8 +2169,8 @@ mutate review-forget-audit "a forgotten record is audited as if it were still th
 
 mutate review-socket-conflict "the socket answers a forget of a listed name as a failure of its own" \
 	internal/gateway/review/socket.go \
-	'admit\.ErrStillListed, admit\.ErrHeldWhenGone\}' \
-	'admit.ErrHeldWhenGone}' \
+	'admit\.ErrStillListed, admit\.ErrHeld\}' \
+	'admit.ErrHeld}' \
 	-- ./internal/gateway/review 'TestForget'
 
 mutate admit-forget-held "a reviewer forgets a name removed while quarantined or refused, so the change comes back as a first use" \
@@ -2208,6 +2208,39 @@ mutate admit-held-approved "a quarantined digest a reviewer approved still holds
 	'\tprev\.HeldDigests = slices\.DeleteFunc' \
 	'\t_ = slices.DeleteFunc' \
 	-- ./internal/gateway/admit 'TestCheckForget'
+
+mutate cat-key-cut-decoded "an encoded '?' or '#' makes another resource of the same file" \
+	internal/gateway/catalog/catalog.go \
+	'\tfor range maxDecodes \{' \
+	'\tif i := strings.IndexAny(rest, "?#"); i >= 0 {\n\t\trest = rest[:i]\n\t}\n\tfor range maxDecodes {' \
+	internal/gateway/catalog/catalog.go \
+	'"/"\)\n\tif i := strings\.IndexAny\(rest, "\?#"\); i >= 0 \{\n\t\trest = rest\[:i\]\n\t\}\n\tpath := rest' \
+	'"/")\n\tpath := rest' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
+mutate cat-key-decode-twice "a doubly encoded spelling is another resource" \
+	internal/gateway/catalog/catalog.go \
+	'const maxDecodes = 3' \
+	'const maxDecodes = 1' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
+mutate cat-key-segment-case "another scheme's host in another case is another resource" \
+	internal/gateway/catalog/catalog.go \
+	'\t\tsegs\[0\] = strings\.ToLower\(segs\[0\]\)' \
+	'\t\t_ = segs[0]' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
+mutate cat-normal-encoded-query "p%3Fq and p%23q pass as a path of their own" \
+	internal/gateway/catalog/resource.go \
+	'\(b == .\?. \|\| b == .#.\) && i < pathEnd,' \
+	'false,' \
+	-- ./internal/gateway/catalog 'TestNotNormal'
+
+mutate cat-normal-encoded-twice "a percent-encoding encoded again passes" \
+	internal/gateway/catalog/resource.go \
+	'b == .%. && i\+4 < len\(uri\) && isHex\(uri\[i\+3\]\) && isHex\(uri\[i\+4\]\):' \
+	'false:' \
+	-- ./internal/gateway/catalog 'TestNotNormal'
 
 # A worker's summary, which the coordinator reads.
 echo

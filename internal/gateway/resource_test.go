@@ -121,6 +121,9 @@ func TestRouteReadNormalForm(t *testing.T) {
 		{"file:///shared//readme.md", jsonrpc.CodeInvalidParams, ""},
 		{"file:///shared/%72eadme.md", jsonrpc.CodeInvalidParams, ""},
 		{"file:///shared/readme.md?v=1", CodeResourceNotFound, ""},
+		{"file:///shared/readme.md%3Fv=1", jsonrpc.CodeInvalidParams, ""},
+		{"file:///srv/docs/private%3Fx", jsonrpc.CodeInvalidParams, "docs"},
+		{"file:///srv/docs/%2570rivate/salaries.md", jsonrpc.CodeInvalidParams, "docs"},
 		{"file:///other/./readme.md", jsonrpc.CodeInvalidParams, "b"},
 		{"file:///other/readme.md", 0, "b"},
 	} {

@@ -288,38 +288,45 @@ func Aliases(uri string) []string {
 }
 
 // resourceKey is what names uri's resource to the most lenient server
-// that reads a URI's path: the URI with its scheme and authority in lower
-// case, file:/p and file://localhost/p as file:///p, without its query,
-// fragment and trailing '/', its percent-encodings decoded, '\' read as
-// '/', and its path without '.', '..' and empty segments. Two URIs of
-// one key are one resource to some server, so two servers never own
-// them: the first to list or claim one owns both. It over-approximates
-// on purpose — two resources a strict server keeps apart may share a
-// key, and then the later server's is shadowed — and is used only to
-// compare, never sent: a downstream reads its own spelling.
+// that reads a URI's path: the URI with its scheme in lower case, its
+// percent-encodings decoded (up to maxDecodes times, as a server that
+// decodes twice reads them), then without its query and fragment, '\'
+// read as '/', without '.', '..' and empty segments and without a
+// trailing '/'. A file URI's host is dropped (file:/p, file://host/p and
+// file:///p are one file); any other scheme's authority is read as the
+// first segment of its path, in lower case (db://prod/t, db:///prod/t and
+// db:prod/t are one table to a server that joins them). Two URIs of one
+// key are one resource to some server, so two servers never own them:
+// the first to list or claim one owns both. It over-approximates on
+// purpose — two resources a strict server keeps apart may share a key,
+// and then the later server's is shadowed — and is used only to compare,
+// never sent: a downstream reads its own spelling.
 func resourceKey(uri string) string {
-	if i := strings.IndexAny(uri, "?#"); i >= 0 {
-		uri = uri[:i]
-	}
 	scheme, rest, ok := strings.Cut(uri, ":")
 	if !ok {
 		return uri
 	}
 	scheme = strings.ToLower(scheme)
-	rest = strings.ReplaceAll(percentDecode(rest), "\\", "/")
-	authority, path := "", rest
-	if after, ok := strings.CutPrefix(rest, "//"); ok {
-		authority, path = after, ""
-		if i := strings.IndexByte(after, '/'); i >= 0 {
-			authority, path = after[:i], after[i:]
+	for range maxDecodes {
+		decoded := percentDecode(rest)
+		if decoded == rest {
+			break
 		}
-		authority = strings.ToLower(authority)
+		rest = decoded
 	}
-	if scheme == "file" {
-		// Every host a file URI names is this machine's to a server
-		// that ignores it.
-		authority = ""
+	rest = strings.ReplaceAll(rest, "\\", "/")
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		rest = rest[:i]
 	}
+	path := rest
+	if after, ok := strings.CutPrefix(rest, "//"); ok && scheme == "file" {
+		path = ""
+		if i := strings.IndexByte(after, '/'); i >= 0 {
+			path = after[i:]
+		}
+	}
+	// Another scheme's authority is the first segment of what follows:
+	// empty segments are dropped.
 	var segs []string
 	for seg := range strings.SplitSeq(path, "/") {
 		switch seg {
@@ -332,8 +339,16 @@ func resourceKey(uri string) string {
 			segs = append(segs, seg)
 		}
 	}
-	return scheme + "://" + authority + "/" + strings.Join(segs, "/")
+	if scheme != "file" && len(segs) > 0 {
+		segs[0] = strings.ToLower(segs[0])
+	}
+	return scheme + ":/" + strings.Join(segs, "/")
 }
+
+// maxDecodes bounds how many times resourceKey decodes a URI: more than a
+// server is likely to, and few enough that a URI of nested %25s costs
+// little.
+const maxDecodes = 3
 
 // percentDecode decodes every well-formed percent-encoding in s and
 // leaves any other '%' as it is.

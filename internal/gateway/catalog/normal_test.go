@@ -58,6 +58,12 @@ func TestNotNormal(t *testing.T) {
 		{"file:///srv/docs/a%00", NotNormalEncoded},
 		{"file:///srv/docs/a%1F", NotNormalEncoded},
 		{"file:///srv/docs/a%7F", NotNormalEncoded},
+		{"file:///srv/docs/private%3Fx", NotNormalEncoded},    // p%3Fq is p?q to a server that decodes first
+		{"file:///srv/docs/private%23x", NotNormalEncoded},    // and p%23q is p#q
+		{"file:///srv/docs/q?next=a%3Fb%23c", ""},             // in the query, a value's own
+		{"file:///srv/docs/%2570rivate", NotNormalEncoded},    // %70 to a server that decodes twice
+		{"file:///srv/docs/q?p=%252E%252E", NotNormalEncoded}, // .. to one that decodes twice
+		{"file:///srv/docs/100%25", ""},
 		{"file:///srv/docs/a?x=%2F%00", NotNormalEncoded},
 		{`file:///srv/docs\private\salaries.md`, NotNormalBackslash},
 		{`file://host\x/a`, NotNormalBackslash},
@@ -119,6 +125,12 @@ func FuzzNotNormal(f *testing.F) {
 		}
 		if dec != path && strings.ContainsAny(dec, "/\\") != strings.ContainsAny(path, "/\\") {
 			t.Fatalf("%q: decoding adds a separator", uri)
+		}
+		if strings.ContainsAny(dec, "?#") {
+			t.Fatalf("%q is called normal, but its decoded path holds a query or a fragment", uri)
+		}
+		if twice, err := url.PathUnescape(dec); err == nil && twice != dec {
+			t.Fatalf("%q is called normal, but its path decodes twice", uri)
 		}
 		segs := strings.Split(strings.ReplaceAll(dec, "\\", "/"), "/")
 		for i, s := range segs {

@@ -472,7 +472,7 @@ const (
 	NotNormalPercent      = "a '%' is not followed by two hex digits"
 	NotNormalHexCase      = "a percent-encoding has a lower-case hex digit"
 	NotNormalUnreserved   = "a percent-encoding encodes an unreserved character (ALPHA DIGIT - . _ ~)"
-	NotNormalEncoded      = "a percent-encoding encodes '/', '\\' or a control character"
+	NotNormalEncoded      = "a percent-encoding encodes '/', '\\', a control character, another percent-encoding, or in the path '?' or '#'"
 	NotNormalBackslash    = "a backslash comes before the query"
 	NotNormalDotSegment   = "the URI holds a '.' or '..' segment"
 	NotNormalNonASCII     = "the URI holds a character outside ASCII (percent-encode its UTF-8)"
@@ -487,15 +487,21 @@ const (
 // resource spelled two ways would be two names to the policy and one to
 // the server. Normal form is: the scheme in lower case; no raw space or
 // control character; every '%' followed by two upper-case hex digits that
-// encode neither an unreserved character, nor '/', '\' or a control
-// character; no backslash before the first '?' or '#'; and in the path
-// (before the first '?' or '#', after the authority when there is one)
-// no '.' or '..' segment and no empty segment, a trailing '/' excepted. NotNormal is pure and never
-// rewrites: a URI is refused, not repaired.
+// encode neither an unreserved character, nor '/', '\', a control
+// character or another percent-encoding (%25 and two hex digits), nor in
+// the path '?' or '#'; no backslash before the first '?' or '#'; and in
+// the path (before the first '?' or '#', after the authority when there
+// is one) no '.' or '..' segment and no empty segment, a trailing '/'
+// excepted. NotNormal is pure and never rewrites: a URI is refused, not
+// repaired.
 func NotNormal(uri string) string {
 	scheme, rest, ok := strings.Cut(uri, ":")
 	if !ok || !lowerScheme(scheme) {
 		return NotNormalScheme
+	}
+	pathEnd := strings.IndexAny(uri, "?#")
+	if pathEnd < 0 {
+		pathEnd = len(uri)
 	}
 	for i := 0; i < len(uri); i++ {
 		switch c := uri[i]; {
@@ -516,7 +522,11 @@ func NotNormal(uri string) string {
 			switch {
 			case isUnreserved(b):
 				return NotNormalUnreserved
-			case b == '/' || b == '\\' || b < 0x20 || b == 0x7f:
+			case b == '/' || b == '\\' || b < 0x20 || b == 0x7f,
+				// A server that decodes before it parses cuts the path
+				// there; one that decodes twice reads the second one.
+				(b == '?' || b == '#') && i < pathEnd,
+				b == '%' && i+4 < len(uri) && isHex(uri[i+3]) && isHex(uri[i+4]):
 				return NotNormalEncoded
 			}
 			i += 2

@@ -208,6 +208,13 @@ func TestSpellingsListedExactly(t *testing.T) {
 		{readme, "file:///shared\\readme.md"},
 		{"file:///shared/caf%C3%A9.md", "file:///shared/café.md"},
 		{"https://example.com/a", "https://EXAMPLE.com/a?x"},
+		{readme, readme + "%3Fv=1"},              // decoded before the query is cut
+		{readme, readme + "%23top"},              // and the fragment
+		{readme, "file:///shared/%2572eadme.md"}, // decoded twice
+		{"docs://private/s.md", "docs:///private/s.md"},
+		{"docs://private/s.md", "docs:private/s.md"},
+		{"docs://private/s.md", "docs://public/../private/s.md"},
+		{"docs://Private/s.md", "docs://private/s.md"},
 	}
 	other := []struct{ earlier, later string }{
 		{readme, "file:///shared/README.md"},
@@ -217,6 +224,8 @@ func TestSpellingsListedExactly(t *testing.T) {
 		{"https://example.com/a", "https://example.org/a"},
 		{"https://example.com/a", "https://example.com:8443/a"},
 		{"https://example.com/a", "http://example.com/a"},
+		{"docs://private/s.md", "docs://public/s.md"},
+		{"docs://private/s.md", "docs://private/S.md"},
 	}
 	for _, offered := range []bool{true, false} {
 		for _, tc := range append(same, other...) {
