@@ -317,7 +317,7 @@ var (
 	ErrNothingPending = errors.New("admit: nothing of this name waits for review")
 	ErrDigestMismatch = errors.New("admit: the digest is not the one waiting for review")
 	ErrStillListed    = errors.New("admit: its server still lists the name; only a removed record may be forgotten")
-	ErrHeldWhenGone   = errors.New("admit: the name was held when its server stopped listing it (quarantined, or a digest refused by a reviewer); forgetting it would admit what was held as a first use")
+	ErrHeld           = errors.New("admit: the name holds a digest no reviewer approved (quarantined, or refused); forgetting it would admit what was held as a first use")
 )
 
 // CheckForget reports whether a reviewer may forget r, which the ledger's
@@ -336,7 +336,7 @@ func CheckForget(r Record) error {
 	case r.Status != Removed:
 		return ErrStillListed
 	case len(r.RejectedDigests) > 0, len(r.HeldDigests) > 0, r.Approval != nil && r.Reason != "":
-		return ErrHeldWhenGone
+		return ErrHeld
 	}
 	return nil
 }

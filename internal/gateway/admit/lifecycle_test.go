@@ -275,20 +275,20 @@ func TestCheckForget(t *testing.T) {
 		{"quarantined, listed", then(pin(), cand("d2", id)), ErrStillListed},
 		{"removed when admitted", Remove(pin(), t0), nil},
 		{"removed when waiting for a first review", Remove(Observe(nil, KindTool, "s.t", "s", "t", cand("d1", id), FirstUseReview, t0), t0), nil},
-		{"removed when quarantined for its digest", Remove(then(pin(), cand("d2", id)), t0), ErrHeldWhenGone},
-		{"removed when quarantined for its identity", Remove(then(pin(), cand("d1", other)), t0), ErrHeldWhenGone},
-		{"removed when rejected", Remove(reject(then(pin(), cand("d2", id))), t0), ErrHeldWhenGone},
-		{"removed when rejected at a first review", Remove(reject(Observe(nil, KindTool, "s.t", "s", "t", cand("d1", id), FirstUseReview, t0)), t0), ErrHeldWhenGone},
-		{"removed after a rejection, back to the pin", Remove(then(reject(then(pin(), cand("d2", id))), cand("d1", id)), t0), ErrHeldWhenGone},
-		{"removed after a quarantine, back to the pin", Remove(then(then(pin(), cand("d2", id)), cand("d1", id)), t0), ErrHeldWhenGone},
-		{"removed after an identity quarantine, back to the pin", Remove(then(then(pin(), cand("d1", other)), cand("d1", id)), t0), ErrHeldWhenGone},
+		{"removed when quarantined for its digest", Remove(then(pin(), cand("d2", id)), t0), ErrHeld},
+		{"removed when quarantined for its identity", Remove(then(pin(), cand("d1", other)), t0), ErrHeld},
+		{"removed when rejected", Remove(reject(then(pin(), cand("d2", id))), t0), ErrHeld},
+		{"removed when rejected at a first review", Remove(reject(Observe(nil, KindTool, "s.t", "s", "t", cand("d1", id), FirstUseReview, t0)), t0), ErrHeld},
+		{"removed after a rejection, back to the pin", Remove(then(reject(then(pin(), cand("d2", id))), cand("d1", id)), t0), ErrHeld},
+		{"removed after a quarantine, back to the pin", Remove(then(then(pin(), cand("d2", id)), cand("d1", id)), t0), ErrHeld},
+		{"removed after an identity quarantine, back to the pin", Remove(then(then(pin(), cand("d1", other)), cand("d1", id)), t0), ErrHeld},
 		{"quarantined as an earlier version recorded it, then removed", Remove(func() Record {
 			r := then(pin(), cand("d2", id))
 			r.HeldDigests = nil // written before HeldDigests were kept
 			return r
-		}(), t0), ErrHeldWhenGone},
+		}(), t0), ErrHeld},
 		{"removed after its change was approved", Remove(approve(then(pin(), cand("d2", id)), "d2"), t0), nil},
-		{"removed after one change was approved and another held", Remove(then(approve(then(then(pin(), cand("d3", id)), cand("d2", id)), "d2"), cand("d2", id)), t0), ErrHeldWhenGone},
+		{"removed after one change was approved and another held", Remove(then(approve(then(then(pin(), cand("d3", id)), cand("d2", id)), "d2"), cand("d2", id)), t0), ErrHeld},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := CheckForget(tc.r); !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {

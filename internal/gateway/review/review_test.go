@@ -124,8 +124,8 @@ func TestForget(t *testing.T) {
 				t.Errorf("forgetting a listed name: %v, want %v once", err, admit.ErrStillListed)
 			}
 			for _, name := range []string{"s.changed", "s.refused"} {
-				if err := svc.Forget(t.Context(), name, "alice"); !errors.Is(err, admit.ErrHeldWhenGone) {
-					t.Errorf("forgetting %s, held when it went: %v, want %v", name, err, admit.ErrHeldWhenGone)
+				if err := svc.Forget(t.Context(), name, "alice"); !errors.Is(err, admit.ErrHeld) {
+					t.Errorf("forgetting %s, held when it went: %v, want %v", name, err, admit.ErrHeld)
 				}
 			}
 			if err := svc.Forget(t.Context(), "s.nope", "alice"); !errors.Is(err, review.ErrNotFound) {

@@ -64,7 +64,7 @@ func Handler(s Service) http.Handler {
 
 // conflicts are the errors of a decision the record does not allow,
 // answered 409.
-var conflicts = []error{admit.ErrNothingPending, admit.ErrDigestMismatch, admit.ErrStillListed, admit.ErrHeldWhenGone}
+var conflicts = []error{admit.ErrNothingPending, admit.ErrDigestMismatch, admit.ErrStillListed, admit.ErrHeld}
 
 func reply(w http.ResponseWriter, v any, err error) {
 	w.Header().Set("Content-Type", "application/json")
