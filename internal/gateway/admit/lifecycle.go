@@ -191,8 +191,12 @@ type Record struct {
 	// reviewer approved (the latest maxRejected). However the server went
 	// on — back to what was pinned, then gone — a record that holds one
 	// is never forgotten (CheckForget).
-	HeldDigests []string  `json:"held_digests,omitempty"`
-	Updated     time.Time `json:"updated"`
+	HeldDigests []string `json:"held_digests,omitempty"`
+	// Overflowed is set once either list dropped a digest for its bound:
+	// what was dropped is no longer known, so the record is never
+	// forgotten.
+	Overflowed bool      `json:"overflowed,omitempty"`
+	Updated    time.Time `json:"updated"`
 }
 
 // Key is the record's ledger key.
@@ -225,7 +229,7 @@ func Observe(prev *Record, kind Kind, qualified, server, name string, c Candidat
 	hold := func(s Status, reason string) Record {
 		r.Status, r.Reason, r.Pending = s, reason, &c
 		if s == Quarantined {
-			r.HeldDigests = appendBounded(r.HeldDigests, c.Digest)
+			r.HeldDigests = r.appendBounded(r.HeldDigests, c.Digest)
 		}
 		return r
 	}
@@ -317,7 +321,7 @@ var (
 	ErrNothingPending = errors.New("admit: nothing of this name waits for review")
 	ErrDigestMismatch = errors.New("admit: the digest is not the one waiting for review")
 	ErrStillListed    = errors.New("admit: its server still lists the name; only a removed record may be forgotten")
-	ErrHeld           = errors.New("admit: the name holds a digest no reviewer approved (quarantined, or refused); forgetting it would admit what was held as a first use")
+	ErrHeld           = errors.New("admit: the name holds a digest quarantined and not approved since, or refused; forgetting it would admit what was held as a first use")
 )
 
 // CheckForget reports whether a reviewer may forget r, which the ledger's
@@ -335,7 +339,7 @@ func CheckForget(r Record) error {
 	switch {
 	case r.Status != Removed:
 		return ErrStillListed
-	case len(r.RejectedDigests) > 0, len(r.HeldDigests) > 0, r.Approval != nil && r.Reason != "":
+	case len(r.RejectedDigests) > 0, len(r.HeldDigests) > 0, r.Overflowed, r.Approval != nil && r.Reason != "":
 		return ErrHeld
 	}
 	return nil
@@ -369,18 +373,19 @@ func Reject(prev Record, now time.Time) (Record, error) {
 		return prev, ErrNothingPending
 	}
 	prev.Status, prev.Reason, prev.Updated = Rejected, ReasonReviewer, now
-	prev.RejectedDigests = appendBounded(prev.RejectedDigests, prev.Pending.Digest)
+	prev.RejectedDigests = prev.appendBounded(prev.RejectedDigests, prev.Pending.Digest)
 	return prev, nil
 }
 
-// appendBounded is digests with d, once, keeping the latest maxRejected.
-func appendBounded(digests []string, d string) []string {
+// appendBounded is digests with d, once, keeping the latest
+// maxRejected; r is marked Overflowed when one is dropped.
+func (r *Record) appendBounded(digests []string, d string) []string {
 	if slices.Contains(digests, d) {
 		return digests
 	}
 	digests = append(slices.Clone(digests), d)
 	if n := len(digests); n > maxRejected {
-		digests = digests[n-maxRejected:]
+		digests, r.Overflowed = digests[n-maxRejected:], true
 	}
 	return digests
 }

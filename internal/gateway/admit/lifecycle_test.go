@@ -287,6 +287,19 @@ func TestCheckForget(t *testing.T) {
 			r.HeldDigests = nil // written before HeldDigests were kept
 			return r
 		}(), t0), ErrHeld},
+		{"a held digest pushed out by as many more, each approved since", Remove(func() Record {
+			r := pin()
+			for i := range maxRejected + 1 {
+				r = then(r, cand(fmt.Sprintf("c%d", i), id))
+			}
+			for i := 1; i <= maxRejected; i++ { // c0 was dropped: the list empties
+				r = approve(then(r, cand(fmt.Sprintf("c%d", i), id)), fmt.Sprintf("c%d", i))
+			}
+			if len(r.HeldDigests) != 0 {
+				t.Fatalf("held %v", r.HeldDigests)
+			}
+			return r
+		}(), t0), ErrHeld},
 		{"removed after its change was approved", Remove(approve(then(pin(), cand("d2", id)), "d2"), t0), nil},
 		{"removed after one change was approved and another held", Remove(then(approve(then(then(pin(), cand("d3", id)), cand("d2", id)), "d2"), cand("d2", id)), t0), ErrHeld},
 	} {
