@@ -172,6 +172,10 @@ func (g *Gateway) checkEmbedded(server string, uris []string) error {
 	}
 	snap := g.catalog.Snapshot()
 	for i, u := range uris {
+		if len(u) > catalog.MaxURI {
+			// Bounded as a listed URI is, before any template is matched.
+			return fmt.Errorf("embedded resource %d is labelled with a URI longer than %d bytes", i, catalog.MaxURI)
+		}
 		switch o := snap.Owner(u); {
 		case o != "" && o != server:
 			// Another server's, whether it serves it now or not.

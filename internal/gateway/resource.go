@@ -285,6 +285,10 @@ func (g *Gateway) checkContents(p auth.Principal, server, uri string, contents [
 		if c.URI == uri {
 			continue
 		}
+		if len(c.URI) > catalog.MaxURI {
+			// Bounded as a listed URI is, before any template is matched.
+			return fmt.Errorf("contents[%d] is labelled with a URI longer than %d bytes", i, catalog.MaxURI)
+		}
 		_, exact := snap.LookupResource(c.URI)
 		switch o := snap.Owner(c.URI); {
 		case o != "" && o != server:

@@ -206,6 +206,7 @@ func TestCheckContents(t *testing.T) {
 		{viewer, item("evil://other", "evil://t/admin1"), false},          // the caller may not read it
 		{admin, item("evil://other", "evil://t/admin1"), true},
 		{viewer, item("evil://other", "file:///elsewhere/secret.md"), true},
+		{viewer, item("evil://other", "evil://t/"+strings.Repeat("x", catalog.MaxURI)), false}, // longer than any listed URI
 	} {
 		err := g.checkContents(tc.p, "evil", "evil://other", tc.contents)
 		if (err == nil) != tc.ok {
@@ -284,9 +285,10 @@ func TestCheckEmbedded(t *testing.T) {
 		{[]string{"plugin://notes", "plugin://t/1"}, true},       // its own, exactly and by template
 		{[]string{"plugin://notes", "report://made/here"}, true}, // no one's
 		{[]string{"plugin://notes", "file:///etc/app.conf"}, false},
-		{[]string{"file:///etc/app/db"}, false},     // another server's, by template
-		{[]string{"file:///etc/./app.conf"}, false}, // another spelling, no one's
-		{[]string{"file:///etc/%61pp.conf"}, false}, // another spelling, no one's
+		{[]string{"file:///etc/app/db"}, false},                                // another server's, by template
+		{[]string{"file:///etc/./app.conf"}, false},                            // another spelling, no one's
+		{[]string{"file:///etc/%61pp.conf"}, false},                            // another spelling, no one's
+		{[]string{"plugin://t/" + strings.Repeat("x", catalog.MaxURI)}, false}, // longer than any listed URI
 	} {
 		err := g.checkEmbedded("plugin", tc.uris)
 		if (err == nil) != tc.ok {
