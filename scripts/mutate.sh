@@ -2113,48 +2113,6 @@ mutate ledger-added-column-held "a column the table has is added again, which a 
 	'\t\tif false {' \
 	-- ./internal/gateway/ledger 'TestPostgresRevokedTableFromBefore'
 
-mutate cat-spelling-listed "a later server that lists another spelling of a URI an earlier server owns exactly serves it" \
-	internal/gateway/catalog/resource.go \
-	'k := resourceKey\(r\.URI\)' \
-	'k := r.URI' \
-	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
-
-mutate cat-spelling-claim "a later server's claim of another spelling of a URI an earlier server owns is its own" \
-	internal/gateway/catalog/resource.go \
-	'k := resourceKey\(u\)' \
-	'k := u' \
-	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
-
-mutate cat-spelling-route "a later server's template serves another spelling of a URI an earlier server lists exactly" \
-	internal/gateway/catalog/catalog.go \
-	'if o := s\.sameAs\[resourceKey\(uri\)\]; o != "" && o != rt\.server \{' \
-	'if o := ""; o != "" {' \
-	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
-
-mutate cat-spelling-owner "another spelling of a URI an earlier server lists exactly is owned by a later server's template" \
-	internal/gateway/catalog/catalog.go \
-	'if so := s\.sameAs\[resourceKey\(uri\)\]; so != "" && so != o \{' \
-	'if so := ""; so != "" {' \
-	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
-
-mutate cat-key-dots "a dot segment makes another resource of the same file" \
-	internal/gateway/catalog/catalog.go \
-	'\t\tcase "", "\.":\n' \
-	'\t\tcase "":\n\t\t\tsegs = append(segs, seg)\n\t\tcase ".":\n' \
-	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
-
-mutate cat-key-file-host "file://localhost/p is another resource than file:///p" \
-	internal/gateway/catalog/catalog.go \
-	'ok && scheme == "file" \{' \
-	'ok && false {' \
-	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
-
-mutate cat-key-decode "a percent-encoded spelling is another resource" \
-	internal/gateway/catalog/catalog.go \
-	'decoded := percentDecode\(rest\)' \
-	'decoded := rest' \
-	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
-
 mutate review-forget-listed "a reviewer forgets the pin of a name its server still lists" \
 	internal/gateway/review/review.go \
 	'if err := admit\.CheckForget\(r\); err != nil \{' \
@@ -2175,7 +2133,7 @@ mutate review-socket-conflict "the socket answers a forget of a listed name as a
 
 mutate admit-forget-held "a reviewer forgets a name removed while quarantined or refused, so the change comes back as a first use" \
 	internal/gateway/admit/lifecycle.go \
-	'case len\(r\.RejectedDigests\) > 0, len\(r\.HeldDigests\) > 0, r\.Approval != nil && r\.Reason != "":' \
+	'case len\(r\.RejectedDigests\) > 0, len\(r\.HeldDigests\) > 0, r\.Overflowed, r\.Approval != nil && r\.Reason != "":' \
 	'case false:' \
 	-- "$gwpkg" 'TestForgetKeepsWhatWasHeld'
 
@@ -2209,13 +2167,73 @@ mutate admit-held-approved "a quarantined digest a reviewer approved still holds
 	'\t_ = slices.DeleteFunc' \
 	-- ./internal/gateway/admit 'TestCheckForget'
 
+mutate cat-normal-encoded-query "p%3Fq and p%23q pass as a path of their own" \
+	internal/gateway/catalog/resource.go \
+	'\(b == .\?. \|\| b == .#.\) && i < pathEnd,' \
+	'false,' \
+	-- ./internal/gateway/catalog 'TestNotNormal'
+
+mutate cat-normal-encoded-twice "a percent-encoding encoded again passes" \
+	internal/gateway/catalog/resource.go \
+	'b == .%. && i\+4 < len\(uri\) && isHex\(uri\[i\+3\]\) && isHex\(uri\[i\+4\]\):' \
+	'false:' \
+	-- ./internal/gateway/catalog 'TestNotNormal'
+
+mutate cat-spelling-listed "a later server that lists another spelling of a URI an earlier server owns exactly serves it" \
+	internal/gateway/catalog/resource.go \
+	'keys := resourceKeys\(r\.URI\)' \
+	'keys := []string{r.URI}' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
+mutate cat-spelling-claim "a later server's claim of another spelling of a URI an earlier server owns is its own" \
+	internal/gateway/catalog/resource.go \
+	'keys := resourceKeys\(u\)' \
+	'keys := []string{u}' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
+mutate cat-spelling-route "a later server's template serves another spelling of a URI an earlier server lists exactly" \
+	internal/gateway/catalog/catalog.go \
+	'if o := keyOwner\(s\.sameAs, resourceKeys\(uri\), rt\.server\); o != "" \{' \
+	'if o := ""; o != "" {' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
+mutate cat-spelling-owner "another spelling of a URI an earlier server lists exactly is owned by a later server's template" \
+	internal/gateway/catalog/catalog.go \
+	'if so := keyOwner\(s\.sameAs, resourceKeys\(uri\), o\); so != "" \{' \
+	'if so := ""; so != "" {' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
+mutate cat-key-dots "a dot segment makes another resource of the same file" \
+	internal/gateway/catalog/catalog.go \
+	'\t\tcase "", "\.":\n' \
+	'\t\tcase "":\n\t\t\tsegs = append(segs, seg)\n\t\tcase ".":\n' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
+mutate cat-key-file-host "file://localhost/p is another resource than file:///p" \
+	internal/gateway/catalog/catalog.go \
+	'after, ok := strings\.CutPrefix\(rest, "//"\)\n\tif !ok \{\n\t\treturn rest' \
+	'after, ok := strings.CutPrefix(rest, "//")\n\tif true || !ok {\n\t\treturn rest' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
+mutate cat-key-host-raw "file:/%2Fdir/p, whose host a server that parses first cuts before decoding, is another resource than file:///dir/p" \
+	internal/gateway/catalog/catalog.go \
+	'parsedFirst := pathKey\(scheme, decodedPath\(dropHost\(rest\)\)\)' \
+	'parsedFirst := decodedFirst' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
+mutate cat-key-decode "a percent-encoded spelling is another resource" \
+	internal/gateway/catalog/catalog.go \
+	'decoded := percentDecode\(rest\)' \
+	'decoded := rest' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
 mutate cat-key-cut-decoded "an encoded '?' or '#' makes another resource of the same file" \
 	internal/gateway/catalog/catalog.go \
 	'\tfor range maxDecodes \{' \
 	'\tif i := strings.IndexAny(rest, "?#"); i >= 0 {\n\t\trest = rest[:i]\n\t}\n\tfor range maxDecodes {' \
 	internal/gateway/catalog/catalog.go \
-	'"/"\)\n\tif i := strings\.IndexAny\(rest, "\?#"\); i >= 0 \{\n\t\trest = rest\[:i\]\n\t\}\n\tpath := rest' \
-	'"/")\n\tpath := rest' \
+	'"/"\)\n\tif i := strings\.IndexAny\(rest, "\?#"\); i >= 0 \{\n\t\trest = rest\[:i\]\n\t\}\n\treturn rest' \
+	'"/")\n\treturn rest' \
 	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
 
 mutate cat-key-decode-twice "a doubly encoded spelling is another resource" \
@@ -2230,17 +2248,41 @@ mutate cat-key-segment-case "another scheme's host in another case is another re
 	'\t\t_ = segs[0]' \
 	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
 
-mutate cat-normal-encoded-query "p%3Fq and p%23q pass as a path of their own" \
-	internal/gateway/catalog/resource.go \
-	'\(b == .\?. \|\| b == .#.\) && i < pathEnd,' \
-	'false,' \
-	-- ./internal/gateway/catalog 'TestNotNormal'
+mutate cat-key-port "a default or empty port makes another resource of the same page" \
+	internal/gateway/catalog/catalog.go \
+	'port == "" \|\| port == defaultPort\(scheme\)' \
+	'port != port' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
 
-mutate cat-normal-encoded-twice "a percent-encoding encoded again passes" \
-	internal/gateway/catalog/resource.go \
-	'b == .%. && i\+4 < len\(uri\) && isHex\(uri\[i\+3\]\) && isHex\(uri\[i\+4\]\):' \
-	'false:' \
-	-- ./internal/gateway/catalog 'TestNotNormal'
+mutate cat-key-userinfo "user information makes another resource of the same page" \
+	internal/gateway/catalog/catalog.go \
+	'if i := strings\.LastIndexByte\(authority, .@.\); i >= 0 \{' \
+	'if i := strings.LastIndexByte(authority, 64); false && i >= 0 {' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
+mutate cat-key-trailing-dot "a host's trailing dot makes another resource of the same page" \
+	internal/gateway/catalog/catalog.go \
+	'return "/" \+ strings\.TrimSuffix\(authority, "\."\) \+ rest' \
+	'return "/" + authority + rest' \
+	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
+
+mutate gw-embedded-uri-bound "an embedded resource's label of any length is matched against every template" \
+	internal/gateway/invoke.go \
+	'if len\(u\) > catalog\.MaxURI \{' \
+	'if false {' \
+	-- ./internal/gateway 'TestCheckEmbedded'
+
+mutate gw-contents-uri-bound "a read's contents labelled with a URI of any length are matched against every template" \
+	internal/gateway/resource.go \
+	'if len\(c\.URI\) > catalog\.MaxURI \{' \
+	'if false {' \
+	-- ./internal/gateway 'TestCheckContents$'
+
+mutate admit-overflow "a held digest pushed out of its bounded list is forgotten with it" \
+	internal/gateway/admit/lifecycle.go \
+	'digests, r\.Overflowed = digests\[n-maxRejected:\], true' \
+	'digests = digests[n-maxRejected:]' \
+	-- ./internal/gateway/admit 'TestCheckForget'
 
 # A worker's summary, which the coordinator reads.
 echo

@@ -161,7 +161,7 @@ type Snapshot struct {
 	claimed map[string]string
 	routes  []route
 	// sameAs are the owners of the URIs listed or claimed exactly, by
-	// resourceKey: the first server to list or claim one spelling of a
+	// each of their resourceKeys: the first server to list or claim one spelling of a
 	// resource owns every spelling of it.
 	sameAs map[string]string
 }
@@ -186,7 +186,7 @@ func (s *Snapshot) LookupResource(uri string) (*Resource, bool) {
 // now (it is down, or holds it for review) routes nowhere: it is never
 // served by a server listed after its owner meanwhile. Nor does a URI a
 // template matches when another spelling of it is another server's: one
-// listed or claimed exactly (resourceKey), or one of its aliases
+// listed or claimed exactly (resourceKeys), or one of its aliases
 // (Aliases: the same resource to a server that reads only its path)
 // another server's template matches. Another spelling of a URI one
 // server owns is never another server's resource.
@@ -201,7 +201,7 @@ func (s *Snapshot) Route(uri string) (*Resource, *Template) {
 	if !ok || rt.t == nil {
 		return nil, nil
 	}
-	if o := s.sameAs[resourceKey(uri)]; o != "" && o != rt.server {
+	if o := keyOwner(s.sameAs, resourceKeys(uri), rt.server); o != "" {
 		return nil, nil
 	}
 	for _, a := range Aliases(uri) {
@@ -227,7 +227,7 @@ func (s *Snapshot) Owner(uri string) string {
 	if rt, ok := s.firstRoute(uri); ok {
 		o = rt.server
 	}
-	if so := s.sameAs[resourceKey(uri)]; so != "" && so != o {
+	if so := keyOwner(s.sameAs, resourceKeys(uri), o); so != "" {
 		return so
 	}
 	for _, a := range Aliases(uri) {
@@ -287,26 +287,56 @@ func Aliases(uri string) []string {
 	return out
 }
 
-// resourceKey is what names uri's resource to the most lenient server
-// that reads a URI's path: the URI with its scheme in lower case, its
+// resourceKeys are what names uri's resource to the most lenient servers
+// that read a URI's path: the URI with its scheme in lower case, its
 // percent-encodings decoded (up to maxDecodes times, as a server that
-// decodes twice reads them), then without its query and fragment, '\'
+// decodes twice reads them), then without its query and fragment, '\\'
 // read as '/', without '.', '..' and empty segments and without a
 // trailing '/'. A file URI's host is dropped (file:/p, file://host/p and
-// file:///p are one file); any other scheme's authority is read as the
-// first segment of its path, in lower case (db://prod/t, db:///prod/t and
-// db:prod/t are one table to a server that joins them). Two URIs of one
-// key are one resource to some server, so two servers never own them:
-// the first to list or claim one owns both. It over-approximates on
-// purpose — two resources a strict server keeps apart may share a key,
+// file:///p are one file) — found in the decoded spelling by a server
+// that decodes first and in the raw one by a server that parses first,
+// hence two keys when the two differ (file:/%2Fdir/p). Any other
+// scheme's authority is read as the first segment of its path, without
+// user information, an empty or default port or a trailing '.', in
+// lower case (db://prod/t, db:///prod/t and db:prod/t are one table to a
+// server that joins them; https://u@h.:443/p is https://h/p). Two URIs
+// that share a key are one resource to some server, so two servers never
+// own them: the first to list or claim one owns both. It over-approximates
+// on purpose — two resources a strict server keeps apart may share a key,
 // and then the later server's is shadowed — and is used only to compare,
 // never sent: a downstream reads its own spelling.
-func resourceKey(uri string) string {
+func resourceKeys(uri string) []string {
 	scheme, rest, ok := strings.Cut(uri, ":")
 	if !ok {
-		return uri
+		return []string{uri}
 	}
 	scheme = strings.ToLower(scheme)
+	if scheme != "file" {
+		return []string{pathKey(scheme, foldAuthority(scheme, decodedPath(rest)))}
+	}
+	decodedFirst := pathKey(scheme, dropHost(decodedPath(rest)))
+	parsedFirst := pathKey(scheme, decodedPath(dropHost(rest)))
+	if parsedFirst == decodedFirst {
+		return []string{decodedFirst}
+	}
+	return []string{decodedFirst, parsedFirst}
+}
+
+// keyOwner is the server other than except that owns one of keys in
+// owners, "" for none.
+func keyOwner(owners map[string]string, keys []string, except string) string {
+	for _, k := range keys {
+		if o := owners[k]; o != "" && o != except {
+			return o
+		}
+	}
+	return ""
+}
+
+// decodedPath is rest percent-decoded, up to maxDecodes times, with '\\'
+// read as '/' and without the query and fragment: a server that decodes
+// before it parses reads p%3Fq as p?q.
+func decodedPath(rest string) string {
 	for range maxDecodes {
 		decoded := percentDecode(rest)
 		if decoded == rest {
@@ -318,15 +348,58 @@ func resourceKey(uri string) string {
 	if i := strings.IndexAny(rest, "?#"); i >= 0 {
 		rest = rest[:i]
 	}
-	path := rest
-	if after, ok := strings.CutPrefix(rest, "//"); ok && scheme == "file" {
-		path = ""
-		if i := strings.IndexByte(after, '/'); i >= 0 {
-			path = after[i:]
+	return rest
+}
+
+// dropHost is rest without the authority it begins with, if any.
+func dropHost(rest string) string {
+	after, ok := strings.CutPrefix(rest, "//")
+	if !ok {
+		return rest
+	}
+	if i := strings.IndexByte(after, '/'); i >= 0 {
+		return after[i:]
+	}
+	return ""
+}
+
+// defaultPort is the port a scheme's URI means when it names none.
+func defaultPort(scheme string) string {
+	switch scheme {
+	case "http", "ws":
+		return "80"
+	case "https", "wss":
+		return "443"
+	}
+	return ""
+}
+
+// foldAuthority is path with the authority it begins with, if any, made
+// its first segment: without user information, an empty or default port
+// or a trailing '.'. (pathKey puts the segment in lower case.)
+func foldAuthority(scheme, path string) string {
+	after, ok := strings.CutPrefix(path, "//")
+	if !ok {
+		return path
+	}
+	authority, rest := after, ""
+	if i := strings.IndexByte(after, '/'); i >= 0 {
+		authority, rest = after[:i], after[i:]
+	}
+	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
+		authority = authority[i+1:]
+	}
+	if i := strings.LastIndexByte(authority, ':'); i >= 0 && !strings.Contains(authority[i:], "]") {
+		if port := authority[i+1:]; port == "" || port == defaultPort(scheme) {
+			authority = authority[:i]
 		}
 	}
-	// Another scheme's authority is the first segment of what follows:
-	// empty segments are dropped.
+	return "/" + strings.TrimSuffix(authority, ".") + rest
+}
+
+// pathKey is scheme and path's segments, without '.', '..' and empty
+// ones, the first in lower case for a scheme other than file.
+func pathKey(scheme, path string) string {
 	var segs []string
 	for seg := range strings.SplitSeq(path, "/") {
 		switch seg {
@@ -345,9 +418,9 @@ func resourceKey(uri string) string {
 	return scheme + ":/" + strings.Join(segs, "/")
 }
 
-// maxDecodes bounds how many times resourceKey decodes a URI: more than a
-// server is likely to, and few enough that a URI of nested %25s costs
-// little.
+// maxDecodes bounds how many times a URI is decoded for its keys: more
+// than a server is likely to, and few enough that a URI of nested %25s
+// costs little.
 const maxDecodes = 3
 
 // percentDecode decodes every well-formed percent-encoding in s and

@@ -228,9 +228,12 @@ func (c *Catalog) publishResources(next *Snapshot, names []string) {
 	for _, name := range order {
 		cl := c.claims[name]
 		for _, u := range cl.uris {
-			k := resourceKey(u)
-			if o, taken := next.sameAs[k]; !taken || o == name {
-				next.sameAs[k], owner[u] = name, name
+			keys := resourceKeys(u)
+			if keyOwner(next.sameAs, keys, name) == "" {
+				for _, k := range keys {
+					next.sameAs[k] = name
+				}
+				owner[u] = name
 			}
 		}
 		for _, t := range cl.templates {
@@ -242,12 +245,15 @@ func (c *Catalog) publishResources(next *Snapshot, names []string) {
 		if st, ok := c.servers[name]; ok && st.resources != nil {
 			sr := st.resources
 			for _, r := range sr.resources {
-				k := resourceKey(r.URI)
-				if o, taken := next.sameAs[k]; taken && o != name {
+				keys := resourceKeys(r.URI)
+				if o := keyOwner(next.sameAs, keys, name); o != "" {
 					next.Shadowed = append(next.Shadowed, Shadowed{Kind: admit.KindResource, URI: r.URI, Owner: o, Server: name})
 					continue
 				}
-				next.sameAs[k], owner[r.URI], offered[r.URI] = name, name, true
+				for _, k := range keys {
+					next.sameAs[k] = name
+				}
+				owner[r.URI], offered[r.URI] = name, true
 				next.Resources = append(next.Resources, r)
 			}
 			for _, t := range sr.templates {

@@ -215,6 +215,12 @@ func TestSpellingsListedExactly(t *testing.T) {
 		{"docs://private/s.md", "docs:private/s.md"},
 		{"docs://private/s.md", "docs://public/../private/s.md"},
 		{"docs://Private/s.md", "docs://private/s.md"},
+		{readme, "file:/%2Fshared/readme.md"}, // the host cut before decoding: //shared/… is /shared/…
+		{readme, "file:/%5Cshared/readme.md"},
+		{"https://api.example.com/v1/report", "https://api.example.com:443/v1/report"},
+		{"https://api.example.com/v1/report", "https://api.example.com:/v1/report"},
+		{"https://api.example.com/v1/report", "https://api.example.com./v1/report"},
+		{"https://api.example.com/v1/report", "https://user@api.example.com/v1/report"},
 	}
 	other := []struct{ earlier, later string }{
 		{readme, "file:///shared/README.md"},
@@ -226,6 +232,8 @@ func TestSpellingsListedExactly(t *testing.T) {
 		{"https://example.com/a", "http://example.com/a"},
 		{"docs://private/s.md", "docs://public/s.md"},
 		{"docs://private/s.md", "docs://private/S.md"},
+		{"http://api.example.com/a", "http://api.example.com:443/a"},
+		{"https://[::1]:8443/a", "https://[::1]/a"},
 	}
 	for _, offered := range []bool{true, false} {
 		for _, tc := range append(same, other...) {
