@@ -1871,9 +1871,9 @@ mutate gw-embedded-owner "an embedded resource is judged without its URI's owner
 
 mutate cat-claimed-uri "a URI its owner claims but does not offer now is routed to a later server" \
 	internal/gateway/catalog/catalog.go \
-	'if _, ok := s\.claimed\[uri\]; ok \{\n\t\treturn nil, nil' \
-	'if _, ok := s.claimed[uri]; ok && false {\n\t\treturn nil, nil' \
-	-- "$catpkg" 'TestResourceClaims'
+	'return s\.held\[k\] \}\) \{' \
+	'return s.held[k] }) && false {' \
+	-- "$catpkg" 'TestResourceClaims|TestHeldNotRoutedByItsOwnTemplate'
 
 mutate cat-claimed-template "a template its owner claims but does not offer now routes nothing" \
 	internal/gateway/catalog/resource.go \
@@ -2283,6 +2283,12 @@ mutate admit-overflow "a held digest pushed out of its bounded list is forgotten
 	'digests, r\.Overflowed = digests\[n-maxRejected:\], true' \
 	'digests = digests[n-maxRejected:]' \
 	-- ./internal/gateway/admit 'TestCheckForget'
+
+mutate cat-held-keys "a held URI is read through its owner's template in another spelling" \
+	internal/gateway/catalog/resource.go \
+	'\t\t\t\tfor _, k := range resourceKeys\(u\) \{\n\t\t\t\t\tnext\.held\[k\] = true' \
+	'\t\t\t\tnext.held[u] = true\n\t\t\t\tfor _, k := range resourceKeys(u)[:0] {\n\t\t\t\t\tnext.held[k] = true' \
+	-- ./internal/gateway/catalog 'TestHeldNotRoutedByItsOwnTemplate'
 
 # A worker's summary, which the coordinator reads.
 echo

@@ -164,6 +164,9 @@ type Snapshot struct {
 	// each of their resourceKeys: the first server to list or claim one spelling of a
 	// resource owns every spelling of it.
 	sameAs map[string]string
+	// held are the keys of the URIs in claimed: no template, not even
+	// their owner's, routes a spelling of one.
+	held map[string]bool
 }
 
 // route is a template in routing order: one offered (t set), or one its
@@ -183,8 +186,9 @@ func (s *Snapshot) LookupResource(uri string) (*Resource, bool) {
 // Route finds what serves a read of uri: the resource of exactly that
 // URI, else the first template that matches it (decision 20). A URI, or
 // a first matching template, that its owner claims but does not offer
-// now (it is down, or holds it for review) routes nowhere: it is never
-// served by a server listed after its owner meanwhile. Nor does a URI a
+// now (it is down, or holds it for review) routes nowhere, in any
+// spelling: it is never served by a server listed after its owner
+// meanwhile, nor by its owner's template. Nor does a URI a
 // template matches when another spelling of it is another server's: one
 // listed or claimed exactly (resourceKeys), or one of its aliases
 // (Aliases: the same resource to a server that reads only its path)
@@ -194,7 +198,9 @@ func (s *Snapshot) Route(uri string) (*Resource, *Template) {
 	if r, ok := s.byURI[uri]; ok {
 		return r, nil
 	}
-	if _, ok := s.claimed[uri]; ok {
+	if slices.ContainsFunc(resourceKeys(uri), func(k string) bool { return s.held[k] }) {
+		// Its owner holds it, in this spelling or another: its own
+		// template does not serve what waits for review either.
 		return nil, nil
 	}
 	rt, ok := s.firstRoute(uri)

@@ -224,7 +224,7 @@ func (c *Catalog) publishResources(next *Snapshot, names []string) {
 	slices.Sort(order[len(c.order):])
 	owner := map[string]string{}
 	towner := map[string]string{}
-	next.claimed = map[string]string{}
+	next.claimed, next.held = map[string]string{}, map[string]bool{}
 	for _, name := range order {
 		cl := c.claims[name]
 		for _, u := range cl.uris {
@@ -272,6 +272,9 @@ func (c *Catalog) publishResources(next *Snapshot, names []string) {
 		for _, u := range cl.uris {
 			if owner[u] == name && !offered[u] {
 				next.claimed[u] = name
+				for _, k := range resourceKeys(u) {
+					next.held[k] = true
+				}
 			}
 		}
 		for _, t := range cl.templates {

@@ -343,3 +343,42 @@ func TestAliasesOwned(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldNotRoutedByItsOwnTemplate: a URI a server holds (claimed, not
+// offered now: down, or waiting for review) is not read through that
+// server's own template either, in its spelling or another; the rest of
+// what the template matches is.
+func TestHeldNotRoutedByItsOwnTemplate(t *testing.T) {
+	c := New(resourcesHeld{}, admit.Options{})
+	c.SetOrder([]string{"docs"})
+	if err := c.UpdateResources(Server{Name: "docs"}, raws(`{"uri":"file:///docs/secret.md","name":"secret"}`),
+		raws(`{"uriTemplate":"file:///docs/{+path}","name":"docs"}`)); err != nil {
+		t.Fatal(err)
+	}
+	s := c.Snapshot()
+	for _, uri := range []string{"file:///docs/secret.md", "file:///docs/secret.md?v=1", "file:///docs/x/../secret.md"} {
+		if r, tm := s.Route(uri); r != nil || tm != nil {
+			t.Errorf("%s, held, routed to %v %v", uri, r, tm)
+		}
+		if o := s.Owner(uri); o != "docs" {
+			t.Errorf("the owner of %s is %q", uri, o)
+		}
+	}
+	if _, tm := s.Route("file:///docs/public.md"); tm == nil || tm.Server != "docs" {
+		t.Errorf("what the template serves besides routed to %v", tm)
+	}
+}
+
+// resourcesHeld holds every resource for review and admits every
+// template.
+type resourcesHeld struct{}
+
+func (resourcesHeld) Judge(srv Server, kind admit.Kind, entries []Entry) ([]admit.Record, error) {
+	recs, err := AdmitAll{}.Judge(srv, kind, entries)
+	for i := range recs {
+		if kind == admit.KindResource {
+			recs[i].Status = admit.Pending
+		}
+	}
+	return recs, err
+}
