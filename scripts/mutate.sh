@@ -2193,7 +2193,7 @@ mutate cat-spelling-claim "a later server's claim of another spelling of a URI a
 
 mutate cat-spelling-route "a later server's template serves another spelling of a URI an earlier server lists exactly" \
 	internal/gateway/catalog/catalog.go \
-	'if o := keyOwner\(s\.sameAs, resourceKeys\(uri\), rt\.server\); o != "" \{' \
+	'if o := keyOwner\(s\.sameAs, keys, rt\.server\); o != "" \{' \
 	'if o := ""; o != "" {' \
 	-- ./internal/gateway/catalog 'TestSpellingsListedExactly'
 

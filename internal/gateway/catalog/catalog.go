@@ -198,7 +198,8 @@ func (s *Snapshot) Route(uri string) (*Resource, *Template) {
 	if r, ok := s.byURI[uri]; ok {
 		return r, nil
 	}
-	if slices.ContainsFunc(resourceKeys(uri), func(k string) bool { return s.held[k] }) {
+	keys := resourceKeys(uri)
+	if slices.ContainsFunc(keys, func(k string) bool { return s.held[k] }) {
 		// Its owner holds it, in this spelling or another: its own
 		// template does not serve what waits for review either.
 		return nil, nil
@@ -207,7 +208,7 @@ func (s *Snapshot) Route(uri string) (*Resource, *Template) {
 	if !ok || rt.t == nil {
 		return nil, nil
 	}
-	if o := keyOwner(s.sameAs, resourceKeys(uri), rt.server); o != "" {
+	if o := keyOwner(s.sameAs, keys, rt.server); o != "" {
 		return nil, nil
 	}
 	for _, a := range Aliases(uri) {

@@ -1,7 +1,6 @@
 package review_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,25 +24,15 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// syncBuffer is an audit sink's writer the test reads while the socket's
-// handler may write.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) events(t *testing.T) []map[string]any {
+// events reads the audit lines the sink wrote to path.
+func events(t *testing.T, path string) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []map[string]any
-	for line := range strings.Lines(b.buf.String()) {
+	for line := range strings.Lines(string(data)) {
 		var e map[string]any
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatalf("audit line %q: %v", line, err)
@@ -81,10 +70,15 @@ func TestForget(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			var sink syncBuffer
+			auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+			auditFile, err := os.Create(auditPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer auditFile.Close()
 			var mu sync.Mutex
 			var changed []string
-			var svc review.Service = &review.Ledger{Store: st, Audit: audit.New(&sink), Changed: func(server string) {
+			var svc review.Service = &review.Ledger{Store: st, Audit: audit.New(auditFile), Changed: func(server string) {
 				mu.Lock()
 				defer mu.Unlock()
 				changed = append(changed, server)
@@ -155,13 +149,13 @@ func TestForget(t *testing.T) {
 				t.Errorf("left in the ledger: %v, want %v", refs, want)
 			}
 			var forgotten []string
-			for _, e := range sink.events(t) {
+			for _, e := range events(t, auditPath) {
 				if e["event"] == "approval" && e["status"] == "forgotten" && e["subject"] == "alice" && e["server"] == "s" {
 					forgotten = append(forgotten, e["digest"].(string))
 				}
 			}
 			if slices.Sort(forgotten); !slices.Equal(forgotten, []string{"d-gone", "d-p"}) {
-				t.Errorf("audited forgotten digests %v, want d-gone and d-p: %v", forgotten, sink.events(t))
+				t.Errorf("audited forgotten digests %v, want d-gone and d-p: %v", forgotten, events(t, auditPath))
 			}
 			mu.Lock()
 			defer mu.Unlock()
