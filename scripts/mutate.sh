@@ -2039,6 +2039,36 @@ mutate gw-result-folded "a tool result's content may hold member names that diff
 	'if _, dup := foldedDuplicate(r.Content); false && dup {' \
 	-- "$gwpkg" 'TestCheckEmbedded'
 
+mutate gw-folded-many "an object of many members is not checked for case-colliding names past the first few" \
+	internal/gateway/invoke.go \
+	'if _, dup := c\.set\[folded\]; dup \{' \
+	'if _, dup := c.set[folded]; false && dup {' \
+	-- "$gwpkg" 'TestFoldedDuplicate'
+
+mutate gw-folded-set-seeded "the set an object of many members moves to forgets the names before it" \
+	internal/gateway/invoke.go \
+	'c\.set\[f\] = struct\{\}\{\}' \
+	'_ = f' \
+	-- "$gwpkg" 'TestFoldedDuplicate'
+
+mutate gw-folded-nested "a nested object's names are judged with its parent's" \
+	internal/gateway/invoke.go \
+	'names = names\[:open\[len\(open\)-1\]\.start\]' \
+	'_ = names' \
+	-- "$gwpkg" 'TestFoldedDuplicate'
+
+mutate gw-folded-fold "names are compared as written, not folded" \
+	internal/gateway/invoke.go \
+	'folded, c := foldCase\(name\), &open\[len\(open\)-1\]' \
+	'folded, c := name, &open[len(open)-1]' \
+	-- "$gwpkg" 'TestFoldedDuplicate'
+
+mutate gw-folded-unicode "a non-ASCII name is folded as ASCII" \
+	internal/gateway/invoke.go \
+	'return strings\.ToLower\(strings\.ToUpper\(s\)\)' \
+	'return strings.ToLower(s)' \
+	-- "$gwpkg" 'TestFoldedDuplicate'
+
 mutate gw-prompt-folded "a prompt message may hold member names that differ only in case" \
 	internal/gateway/prompt.go \
 	'if _, dup := foldedDuplicate\(m\.Content\); dup \{' \

@@ -416,11 +416,36 @@ func TestFoldedDuplicate(t *testing.T) {
 		{`{"a":["a","A"]}`, false},
 		{`{"ſ":1,"S":2}`, true}, // U+017F folds to s
 		{`{"K":1,"k":2}`, true}, // U+212A KELVIN SIGN folds to k
+		{`{"a":1,"a":2}`, true}, // an exact duplicate is a folded one
+		{`{"x":{"a":1},"y":{"A":2}}`, false},
+		{`{"x":{"a":1},"A":2}`, false}, // a closed object's names are its own
+		{`{"x":{"a":1},"X":{"b":1}}`, true},
+		{`{"x":{"a":1,"b":{"c":1}},"z":{"C":2}}`, false},
+		// Objects past manyMembers keep their names in a set: a late
+		// duplicate is found there, an early one against the set, and
+		// a nested object's names stay its own.
+		{manyNames(20, `"N7":1`), true},
+		{manyNames(20, `"m":{"N18":1}`), false},
+		{manyNames(16, `"N3":1`), true},
+		{manyNames(15, `"N3":1`), true},
+		{`[` + manyNames(17, `"o":{"n0":1,"N0":2}`) + `]`, true},
+		{`{"a":` + manyNames(40, `"z":1`) + `,"A":1}`, true},
+		{`{"a":` + manyNames(40, `"z":1`) + `,"n1":1}`, false},
 	} {
 		if _, got := foldedDuplicate(jsontext.Value(tc.in)); got != tc.want {
 			t.Errorf("foldedDuplicate(%s) = %v", tc.in, got)
 		}
 	}
+}
+
+// manyNames is an object of n members n0 … n(n-1), then last.
+func manyNames(n int, last string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range n {
+		fmt.Fprintf(&b, `"n%d":%d,`, i, i)
+	}
+	return b.String() + last + "}"
 }
 
 // useLedger gives g a ledger file of its own, closed when the test ends.

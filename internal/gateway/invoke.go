@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -814,38 +816,91 @@ func (l callLog) log(level slog.Level, msg string, attrs []slog.Attr) {
 
 // foldedDuplicate finds, at any depth of v, an object with two member
 // names equal under Unicode case folding, and returns one of them.
+//
+// Every relayed result passes here, so it allocates little: the folded
+// names of all open objects share one slice, searched linearly while an
+// object is small; an object with many members gets a set, so a hostile
+// object of a million members still costs linear time.
 func foldedDuplicate(v jsontext.Value) (string, bool) {
-	dec := jsontext.NewDecoder(bytes.NewReader(v))
-	// One set of folded names per open object; arrays push nil.
-	var stack []map[string]bool
+	// A bytes.Buffer is read in place, without a copy. The decoder's own
+	// check of exact duplicates is redundant here: an exact duplicate is
+	// a folded one too.
+	dec := jsontext.NewDecoder(bytes.NewBuffer(v), jsontext.AllowDuplicateNames(true))
+	type container struct {
+		object bool
+		start  int                 // where its names begin in names
+		set    map[string]struct{} // its names, once it has many
+	}
+	var (
+		open  []container
+		names []string
+	)
 	for {
 		tok, err := dec.ReadToken()
 		if err != nil {
 			return "", false
 		}
 		switch tok.Kind() {
-		case '{':
-			stack = append(stack, map[string]bool{})
-			continue
-		case '[':
-			stack = append(stack, nil)
+		case '{', '[':
+			open = append(open, container{object: tok.Kind() == '{', start: len(names)})
 			continue
 		case '}', ']':
-			stack = stack[:len(stack)-1]
+			names = names[:open[len(open)-1].start]
+			open = open[:len(open)-1]
 			continue
 		}
 		// A string directly inside an object, where a name is due, is a
 		// member name: the decoder reports names and values alike as
 		// strings, so the position tells them apart.
-		if tok.Kind() != '"' || len(stack) == 0 || stack[len(stack)-1] == nil {
+		if tok.Kind() != '"' || len(open) == 0 || !open[len(open)-1].object {
 			continue
 		}
-		if _, n := dec.StackIndex(dec.StackDepth()); n%2 == 1 {
-			folded := strings.ToLower(strings.ToUpper(tok.String()))
-			if stack[len(stack)-1][folded] {
-				return tok.String(), true
+		if _, n := dec.StackIndex(dec.StackDepth()); n%2 == 0 {
+			continue
+		}
+		name := tok.String()
+		folded, c := foldCase(name), &open[len(open)-1]
+		if c.set != nil {
+			if _, dup := c.set[folded]; dup {
+				return name, true
 			}
-			stack[len(stack)-1][folded] = true
+			c.set[folded] = struct{}{}
+			continue
+		}
+		if slices.Contains(names[c.start:], folded) {
+			return name, true
+		}
+		names = append(names, folded)
+		if len(names)-c.start == manyMembers {
+			c.set = make(map[string]struct{}, 2*manyMembers)
+			for _, f := range names[c.start:] {
+				c.set[f] = struct{}{}
+			}
+			names = names[:c.start]
 		}
 	}
+}
+
+// manyMembers is how many names an object has before foldedDuplicate
+// keeps them in a set rather than searching a slice.
+const manyMembers = 16
+
+// foldCase is s under Unicode simple case folding as foldedDuplicate
+// compares names: upper case, then lower case, so that "ſ" (U+017F) and
+// "s", or "K" (U+212A) and "k", fold alike. An ASCII name, the usual
+// kind, folds to its lower case without a copy when it has none.
+func foldCase(s string) string {
+	upper := false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= utf8.RuneSelf:
+			return strings.ToLower(strings.ToUpper(s))
+		case 'A' <= c && c <= 'Z':
+			upper = true
+		}
+	}
+	if !upper {
+		return s
+	}
+	return strings.ToLower(s)
 }
