@@ -2069,6 +2069,12 @@ mutate gw-folded-unicode "a non-ASCII name is folded as ASCII" \
 	'return strings.ToLower(s)' \
 	-- "$gwpkg" 'TestFoldedDuplicate'
 
+mutate up-header-canonical "an identity header set as written in another case travels beside a configured one" \
+	internal/gateway/upstream/http.go \
+	'hdrRole        = "X-Mcp-Gateway-Role"' \
+	'hdrRole        = "X-MCP-Gateway-Role"' \
+	-- ./internal/gateway/upstream/ 'TestHeaderNamesCanonical'
+
 mutate gw-prompt-folded "a prompt message may hold member names that differ only in case" \
 	internal/gateway/prompt.go \
 	'if _, dup := foldedDuplicate\(m\.Content\); dup \{' \

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
@@ -62,6 +63,13 @@ type HTTPServer struct {
 	opts HTTPOptions
 	log  *slog.Logger
 	http *http.Client
+	// rt is http's transport, which a call's POST goes to directly: a
+	// redirect is refused, not followed, and no cookie is kept, so the
+	// client's redirect machinery would only copy every call's headers.
+	rt http.RoundTripper
+	// fixed are the configured headers, their names canonical, as every
+	// request carries them.
+	fixed http.Header
 	conn
 
 	sessionID string // under mu
@@ -96,7 +104,16 @@ func NewHTTP(opts HTTPOptions) *HTTPServer {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	s := &HTTPServer{opts: opts, log: log.With(slog.String("server", opts.Name)), http: hc, conn: conn{onState: opts.OnState, onConnect: opts.OnConnect},
+	rt := hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	fixed := make(http.Header, len(opts.Headers))
+	for k, v := range opts.Headers {
+		fixed.Set(k, v)
+	}
+	s := &HTTPServer{opts: opts, log: log.With(slog.String("server", opts.Name)), http: hc, rt: rt, fixed: fixed,
+		conn:    conn{onState: opts.OnState, onConnect: opts.OnConnect},
 		expired: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go s.supervise()
 	return s
@@ -221,7 +238,7 @@ func (s *HTTPServer) getStream(ctx context.Context, c *Client) error {
 	switch {
 	case resp.StatusCode == http.StatusMethodNotAllowed:
 		return errNoStream
-	case resp.StatusCode == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "":
+	case resp.StatusCode == http.StatusNotFound && req.Header.Get(hdrSessionID) != "":
 		select {
 		case s.expired <- struct{}{}:
 		default:
@@ -244,27 +261,47 @@ func (s *HTTPServer) getStream(ctx context.Context, c *Client) error {
 // headers sets what every request carries: the configured headers, then
 // the transport's own, which win.
 func (s *HTTPServer) headers(req *http.Request, out outgoing) {
-	for k, v := range s.opts.Headers {
-		req.Header.Set(k, v)
-	}
+	// The configured values are shared, never changed: a transport
+	// does not modify a request's headers.
+	maps.Copy(req.Header, s.fixed)
 	s.mu.Lock()
 	id := s.sessionID
 	s.mu.Unlock()
 	if id != "" {
-		req.Header.Set("Mcp-Session-Id", id)
+		setHeader(req.Header, hdrSessionID, id)
 	}
 	// The identity headers override whatever the configuration set; a
 	// client's own headers never reach this request (it is built from
 	// scratch), so a caller cannot forge them.
 	if who := out.identity; who != nil {
-		req.Header.Set("X-MCP-Gateway-Subject", HeaderValue(who.Subject))
-		req.Header.Set("X-MCP-Gateway-Issuer", HeaderValue(who.Issuer))
-		req.Header.Set("X-MCP-Gateway-Role", strings.Join(who.Roles, ","))
+		setHeader(req.Header, hdrSubject, HeaderValue(who.Subject))
+		setHeader(req.Header, hdrIssuer, HeaderValue(who.Issuer))
+		setHeader(req.Header, hdrRole, strings.Join(who.Roles, ","))
 		if who.RequestID != "" {
-			req.Header.Set("X-MCP-Gateway-Request-Id", who.RequestID)
+			setHeader(req.Header, hdrRequestID, who.RequestID)
 		}
 	}
 }
+
+// The headers the gateway sets on every call, their names in canonical
+// form (TestHeaderNamesCanonical), so that setHeader replaces a
+// configured header of the same name rather than adding a second.
+const (
+	hdrSessionID   = "Mcp-Session-Id"
+	hdrVersion     = "Mcp-Protocol-Version"
+	hdrMethod      = "Mcp-Method"
+	hdrName        = "Mcp-Name"
+	hdrContentType = "Content-Type"
+	hdrAccept      = "Accept"
+	hdrSubject     = "X-Mcp-Gateway-Subject"
+	hdrIssuer      = "X-Mcp-Gateway-Issuer"
+	hdrRole        = "X-Mcp-Gateway-Role"
+	hdrRequestID   = "X-Mcp-Gateway-Request-Id"
+)
+
+// setHeader is h.Set for a name already canonical: every call sets
+// these, and Set would canonicalize (and copy) each name every time.
+func setHeader(h http.Header, canonical, value string) { h[canonical] = []string{value} }
 
 // HeaderValue is how a string travels in a header (GATEWAY.md decision
 // 8): plain when it is visible ASCII without surrounding space and does
@@ -296,24 +333,24 @@ func (t *httpTransport) send(ctx context.Context, out outgoing) error {
 		return fmt.Errorf("upstream: %w", err)
 	}
 	s.headers(req, out)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	setHeader(req.Header, hdrContentType, "application/json")
+	setHeader(req.Header, hdrAccept, "application/json, text/event-stream")
 	if info, ok := t.c.Info(); ok {
-		req.Header.Set("MCP-Protocol-Version", info.Version)
+		setHeader(req.Header, hdrVersion, info.Version)
 		if info.Modern && out.method != "" {
-			req.Header.Set("Mcp-Method", out.method)
+			setHeader(req.Header, hdrMethod, out.method)
 			if out.name != "" {
-				req.Header.Set("Mcp-Name", HeaderValue(out.name))
+				setHeader(req.Header, hdrName, HeaderValue(out.name))
 			}
 			for _, p := range out.params {
 				req.Header.Set("Mcp-Param-"+p.Name, p.Value)
 			}
 		}
 	} else if out.method == "server/discover" {
-		req.Header.Set("MCP-Protocol-Version", mcp.V20260728)
-		req.Header.Set("Mcp-Method", out.method)
+		setHeader(req.Header, hdrVersion, mcp.V20260728)
+		setHeader(req.Header, hdrMethod, out.method)
 	}
-	resp, err := s.http.Do(req)
+	resp, err := s.rt.RoundTrip(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
@@ -325,7 +362,7 @@ func (t *httpTransport) send(ctx context.Context, out outgoing) error {
 	switch {
 	case resp.StatusCode == http.StatusAccepted:
 		return nil
-	case resp.StatusCode == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "":
+	case resp.StatusCode == http.StatusNotFound && req.Header.Get(hdrSessionID) != "":
 		select {
 		case s.expired <- struct{}{}:
 		default:
@@ -337,7 +374,7 @@ func (t *httpTransport) send(ctx context.Context, out outgoing) error {
 	case resp.StatusCode != http.StatusOK && out.id == 0:
 		return fmt.Errorf("upstream: the downstream answered HTTP %d", resp.StatusCode)
 	}
-	if id := resp.Header.Get("Mcp-Session-Id"); id != "" && out.method == "initialize" {
+	if id := resp.Header.Get(hdrSessionID); id != "" && out.method == "initialize" {
 		if !visibleASCII(id) {
 			return fmt.Errorf("upstream: the downstream's session id is not visible ASCII")
 		}

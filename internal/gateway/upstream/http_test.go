@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/textproto"
 	"regexp"
 	"strings"
 	"sync"
@@ -387,5 +388,36 @@ func TestHTTPDiscoverRefusedWithNullID(t *testing.T) {
 		if i, _ := c.Info(); i.Modern {
 			t.Error("the session era was not chosen")
 		}
+	}
+}
+
+// TestHeaderNamesCanonical: the names the connector sets without Set are
+// canonical, so that each replaces a configured header of the same name
+// (configuration refuses these names, and this is the second line)
+// instead of travelling beside it for a downstream to pick one.
+func TestHeaderNamesCanonical(t *testing.T) {
+	for _, k := range []string{hdrSessionID, hdrVersion, hdrMethod, hdrName, hdrContentType, hdrAccept,
+		hdrSubject, hdrIssuer, hdrRole, hdrRequestID} {
+		if c := textproto.CanonicalMIMEHeaderKey(k); c != k {
+			t.Errorf("%q is set as written, but is %q in canonical form", k, c)
+		}
+	}
+	// A configured header of a reserved name, as a configuration that
+	// skipped validation would hold it, is overridden, not doubled.
+	s := &HTTPServer{fixed: http.Header{}}
+	s.fixed.Set("x-mcp-gateway-role", "admin")
+	s.fixed.Set("mcp-session-id", "forged")
+	s.sessionID = "real"
+	req := httptest.NewRequest(http.MethodPost, "http://downstream.example/mcp", nil)
+	req.Header = http.Header{}
+	s.headers(req, outgoing{identity: &Identity{Subject: "bob", Issuer: "static", Roles: []string{"viewer"}}})
+	if got := req.Header.Values("X-Mcp-Gateway-Role"); len(got) != 1 || got[0] != "viewer" {
+		t.Errorf("X-MCP-Gateway-Role: %q", got)
+	}
+	if got := req.Header.Values("Mcp-Session-Id"); len(got) != 1 || got[0] != "real" {
+		t.Errorf("Mcp-Session-Id: %q", got)
+	}
+	if len(req.Header) != 4 {
+		t.Errorf("headers: %v", req.Header)
 	}
 }
