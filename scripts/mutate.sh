@@ -2075,6 +2075,12 @@ mutate up-header-canonical "an identity header set as written in another case tr
 	'hdrRole        = "X-MCP-Gateway-Role"' \
 	-- ./internal/gateway/upstream/ 'TestHeaderNamesCanonical'
 
+mutate mcp-compact-invalid "what is not one JSON value is relayed as it came" \
+	internal/mcp/relay.go \
+	'return append\(out\[:len\(dst\)\], "null"\.\.\.\)' \
+	'return out' \
+	-- ./internal/mcp/ 'TestAppendCompact'
+
 mutate gw-prompt-folded "a prompt message may hold member names that differ only in case" \
 	internal/gateway/prompt.go \
 	'if _, dup := foldedDuplicate\(m\.Content\); dup \{' \

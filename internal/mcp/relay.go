@@ -137,7 +137,7 @@ func arrayElements(v jsontext.Value) []jsontext.Value {
 	if v.Kind() != '[' {
 		return nil
 	}
-	d := jsontext.NewDecoder(bytes.NewReader(v))
+	d := jsontext.NewDecoder(bytes.NewBuffer(v)) // read in place
 	d.ReadToken()
 	var out []jsontext.Value
 	for d.PeekKind() != ']' {
@@ -150,13 +150,15 @@ func arrayElements(v jsontext.Value) []jsontext.Value {
 	return out
 }
 
-// appendCompact appends v re-encoded without insignificant whitespace.
+// appendCompact appends v re-encoded without insignificant whitespace,
+// or null when v is not one JSON value.
 func appendCompact(dst []byte, v jsontext.Value) []byte {
-	c := bytes.Clone(v)
-	if err := (*jsontext.Value)(&c).Compact(); err != nil {
-		return append(dst, "null"...)
+	// As Value.Compact, but appended in place rather than into a copy.
+	out, err := jsontext.AppendFormat(dst, v, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true), jsontext.PreserveRawStrings(true))
+	if err != nil {
+		return append(out[:len(dst)], "null"...)
 	}
-	return append(dst, c...)
+	return out
 }
 
 // ProgressToken reads a request's _meta.progressToken: a string or an
