@@ -2081,6 +2081,12 @@ mutate mcp-compact-invalid "what is not one JSON value is relayed as it came" \
 	'return out' \
 	-- ./internal/mcp/ 'TestAppendCompact'
 
+mutate jsondec-reset "a borrowed decoder goes on from where the previous borrower left it" \
+	internal/jsondec/jsondec.go \
+	'd\.Reset\(bytes\.NewBuffer\(v\), opts\.\.\.\)' \
+	'_ = opts' \
+	-- ./internal/jsondec/ 'TestBorrowStartsAfresh'
+
 mutate gw-prompt-folded "a prompt message may hold member names that differ only in case" \
 	internal/gateway/prompt.go \
 	'if _, dup := foldedDuplicate\(m\.Content\); dup \{' \

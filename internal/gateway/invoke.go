@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-bastion/bastion/internal/gateway/metrics"
 	"github.com/mcp-bastion/bastion/internal/gateway/policy"
 	"github.com/mcp-bastion/bastion/internal/gateway/upstream"
+	"github.com/mcp-bastion/bastion/internal/jsondec"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
 	"github.com/mcp-bastion/bastion/internal/mcp"
 	"github.com/mcp-bastion/bastion/internal/problem"
@@ -822,10 +823,10 @@ func (l callLog) log(level slog.Level, msg string, attrs []slog.Attr) {
 // object is small; an object with many members gets a set, so a hostile
 // object of a million members still costs linear time.
 func foldedDuplicate(v jsontext.Value) (string, bool) {
-	// A bytes.Buffer is read in place, without a copy. The decoder's own
-	// check of exact duplicates is redundant here: an exact duplicate is
-	// a folded one too.
-	dec := jsontext.NewDecoder(bytes.NewBuffer(v), jsontext.AllowDuplicateNames(true))
+	// The decoder's own check of exact duplicates is redundant here: an
+	// exact duplicate is a folded one too.
+	dec := jsondec.Borrow(v, jsontext.AllowDuplicateNames(true))
+	defer jsondec.Return(dec)
 	type container struct {
 		object bool
 		start  int                 // where its names begin in names

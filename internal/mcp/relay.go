@@ -6,6 +6,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/jsondec"
 )
 
 // Relayed content: descriptors and results another server produced, which
@@ -137,7 +139,8 @@ func arrayElements(v jsontext.Value) []jsontext.Value {
 	if v.Kind() != '[' {
 		return nil
 	}
-	d := jsontext.NewDecoder(bytes.NewBuffer(v)) // read in place
+	d := jsondec.Borrow(v)
+	defer jsondec.Return(d)
 	d.ReadToken()
 	var out []jsontext.Value
 	for d.PeekKind() != ']' {

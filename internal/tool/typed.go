@@ -18,6 +18,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/mcp-bastion/bastion/internal/jsondec"
 	"github.com/mcp-bastion/bastion/internal/problem"
 )
 
@@ -264,7 +265,8 @@ func ValidateOutput(t Tool, structured jsontext.Value) error {
 // keep every number's exact text. It reads the value once with jsontext
 // rather than handing it to encoding/json again.
 func instance(v jsontext.Value) (any, error) {
-	d := jsontext.NewDecoder(bytes.NewReader(v))
+	d := jsondec.Borrow(v)
+	defer jsondec.Return(d)
 	x, err := instanceValue(d)
 	if err != nil {
 		return nil, err

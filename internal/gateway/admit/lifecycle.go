@@ -13,11 +13,14 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-bastion/bastion/internal/jsondec"
 )
 
 // FiniteNumbers reports whether every number in v is a finite double.
 func FiniteNumbers(v jsontext.Value) bool {
-	d := jsontext.NewDecoder(bytes.NewReader(v), jsontext.AllowDuplicateNames(true))
+	d := jsondec.Borrow(v, jsontext.AllowDuplicateNames(true))
+	defer jsondec.Return(d)
 	for {
 		tok, err := d.ReadToken()
 		if err != nil {
