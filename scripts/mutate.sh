@@ -2087,6 +2087,24 @@ mutate jsondec-reset "a borrowed decoder goes on from where the previous borrowe
 	'_ = opts' \
 	-- ./internal/jsondec/ 'TestBorrowStartsAfresh'
 
+mutate audit-member-dropped "an audit event is written without its rule" \
+	internal/gateway/audit/audit.go \
+	'b = appendString\(b, "rule", e\.Rule\)' \
+	'_ = e.Rule' \
+	-- ./internal/gateway/audit/ 'TestAppendJSON'
+
+mutate audit-code-zero "an audit event of a result writes code 0" \
+	internal/gateway/audit/audit.go \
+	'if e\.Code != 0 \{' \
+	'if true {' \
+	-- ./internal/gateway/audit/ 'TestAppendJSON'
+
+mutate audit-unescaped "an audit string is written without quoting" \
+	internal/gateway/audit/audit.go \
+	'b, _ = jsontext\.AppendQuote\(b, v\) // invalid' \
+	'b = append(append(append(b, 0x22), v...), 0x22) // invalid' \
+	-- ./internal/gateway/audit/ 'TestAppendJSON'
+
 mutate gw-prompt-folded "a prompt message may hold member names that differ only in case" \
 	internal/gateway/prompt.go \
 	'if _, dup := foldedDuplicate\(m\.Content\); dup \{' \

@@ -6,12 +6,14 @@
 package audit
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Outcomes of a decision.
@@ -136,13 +138,93 @@ func (s *Sink) Record(e Event) {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		return
-	}
+	b := e.appendJSON(make([]byte, 0, 512))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, _ = s.w.Write(append(b, '\n'))
+}
+
+// appendJSON appends e as encoding/json writes it from its tags — the
+// same members, in the same order, the same values
+// (TestAppendJSONAsMarshal) — without reflection: every call is audited
+// before it is answered. Strings are written as RFC 8785 has them; an
+// invalid UTF-8 byte becomes U+FFFD, as encoding/json makes it.
+func (e *Event) appendJSON(b []byte) []byte {
+	b = append(b, `{"time":"`...)
+	b = e.Time.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	b = appendString(b, "event", e.Kind)
+	b = appendString(b, "request_id", e.RequestID)
+	b = appendString(b, "subject", e.Subject)
+	b = appendString(b, "issuer", e.Issuer)
+	b = appendStrings(b, "roles", e.Roles)
+	b = appendString(b, "method", e.Method)
+	b = appendString(b, "tool", e.Tool)
+	b = appendString(b, "prompt", e.Prompt)
+	b = appendString(b, "resource", e.Resource)
+	b = appendStrings(b, "arguments", e.Arguments)
+	b = appendString(b, "level", e.Level)
+	b = appendString(b, "rule", e.Rule)
+	b = appendString(b, "outcome", e.Outcome)
+	b = appendString(b, "reason", e.Reason)
+	if e.Code != 0 {
+		b = append(b, `,"code":`...)
+		b = strconv.AppendInt(b, int64(e.Code), 10)
+	}
+	if e.DownstreamMS != nil {
+		b = append(b, `,"downstream_ms":`...)
+		b = jsontext.AppendFloat(b, *e.DownstreamMS, 64)
+	}
+	if len(e.Headers) > 0 {
+		b = append(b, `,"headers":[`...)
+		for i, h := range e.Headers {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"name":`...)
+			b, _ = jsontext.AppendQuote(b, h.Name)
+			b = append(b, `,"encoding":`...)
+			b, _ = jsontext.AppendQuote(b, h.Encoding)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = appendString(b, "server", e.Server)
+	b = appendString(b, "digest", e.Digest)
+	b = appendString(b, "status", e.Status)
+	b = appendString(b, "category", e.Category)
+	b = appendString(b, "mode", e.Mode)
+	return append(b, '}')
+}
+
+// appendString appends the member name: v, unless v is empty
+// (omitempty).
+func appendString(b []byte, name, v string) []byte {
+	if v == "" {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	b, _ = jsontext.AppendQuote(b, v) // invalid UTF-8 is replaced, and reported, here
+	return b
+}
+
+// appendStrings appends the member name: vs, unless vs is empty.
+func appendStrings(b []byte, name string, vs []string) []byte {
+	if len(vs) == 0 {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':', '[')
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b, _ = jsontext.AppendQuote(b, v)
+	}
+	return append(b, ']')
 }
 
 // Close closes the file of a file sink.
