@@ -2105,6 +2105,12 @@ mutate audit-unescaped "an audit string is written without quoting" \
 	'b = append(append(append(b, 0x22), v...), 0x22) // invalid' \
 	-- ./internal/gateway/audit/ 'TestAppendJSON'
 
+mutate front-progress-escaped "a progress token whose name is escaped is not seen" \
+	internal/gateway/front/mcp.go \
+	'bytes\.Contains\(params, \[\]byte\(`\\u`\)\)' \
+	'false' \
+	-- ./internal/gateway/front/ 'TestCallProgressToken'
+
 mutate gw-prompt-folded "a prompt message may hold member names that differ only in case" \
 	internal/gateway/prompt.go \
 	'if _, dup := foldedDuplicate\(m\.Content\); dup \{' \

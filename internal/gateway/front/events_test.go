@@ -44,3 +44,21 @@ func TestAskParamsCompact(t *testing.T) {
 		t.Errorf("the client was sent %q", pushed)
 	}
 }
+
+// TestCallProgressToken: a call's progress token is found however its
+// name is spelled, and a call without one is read as asking for none.
+func TestCallProgressToken(t *testing.T) {
+	for _, tc := range []struct{ params, want string }{
+		{`{"name":"a","arguments":{}}`, ""},
+		{`{"name":"a","_meta":{"progressToken":"p1"}}`, `"p1"`},
+		{`{"name":"a","_meta":{"progressToken":7}}`, `7`},
+		{`{"name":"a","_meta":{"\u0070rogressToken":"p2"}}`, `"p2"`},
+		{`{"name":"a","_m\u0065ta":{"progressToken":"p3"}}`, `"p3"`},
+		{`{"name":"progressToken","_meta":{}}`, ""},
+		{`{"name":"a","_meta":{"progressToken":1.5}}`, ""},
+	} {
+		if got := string(callProgressToken([]byte(tc.params))); got != tc.want {
+			t.Errorf("callProgressToken(%s) = %q, want %q", tc.params, got, tc.want)
+		}
+	}
+}

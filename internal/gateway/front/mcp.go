@@ -429,6 +429,11 @@ func metaVersion(params []byte) (string, bool) {
 
 // callProgressToken is the progress token of a request's params.
 func callProgressToken(params []byte) jsontext.Value {
+	// Most calls ask for no progress: without a parse when the params
+	// spell progressToken nowhere, in plain letters or escaped.
+	if !bytes.Contains(params, []byte("progressToken")) && !bytes.Contains(params, []byte(`\u`)) {
+		return nil
+	}
 	var p struct {
 		Meta jsontext.Value `json:"_meta"`
 	}
