@@ -2173,6 +2173,12 @@ mutate gw-slots-own "the gateway's own requests take a share of a quarter of the
 	' {' \
 	-- "$gwpkg" 'TestSlotsShared'
 
+mutate ledger-add-column-unbounded "adding a missing column waits for ever behind a transaction on its table" \
+	internal/gateway/ledger/postgres.go \
+	'SET LOCAL lock_timeout = %d' \
+	'SET LOCAL statement_timeout = %d0' \
+	-- ./internal/gateway/ledger/ 'TestPostgresAddColumnWaitsBounded'
+
 mutate ledger-added-columns "a revocations' table made before owners were kept is opened as it is" \
 	internal/gateway/ledger/postgres.go \
 	'\t\t\t\tif err := addColumns\(ctx, tx, t\.name, t\.added\); err != nil \{' \

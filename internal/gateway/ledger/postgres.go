@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/admit"
@@ -140,6 +142,10 @@ func (p *Postgres) migrate(ctx context.Context) error {
 	})
 }
 
+// addColumnLockTimeout bounds how long adding a missing column waits for
+// the transactions already holding its table.
+const addColumnLockTimeout = 3 * time.Second
+
 // addedColumn is a column a table gained after its first version: a
 // table an earlier gateway created lacks it until stmt adds it.
 type addedColumn struct {
@@ -159,7 +165,19 @@ func addColumns(ctx context.Context, tx pgx.Tx, table string, added []addedColum
 		if has {
 			continue
 		}
+		// ALTER TABLE waits for every open transaction on the table, and
+		// every later statement on it queues behind the ALTER: other
+		// replicas would stop reading revocations while this one waited.
+		// It waits a bounded time instead, and start-up fails saying so.
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", addColumnLockTimeout.Milliseconds())); err != nil {
+			return fmt.Errorf("ledger: create schema: %w", err)
+		}
 		if _, err := tx.Exec(ctx, c.stmt); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "55P03" /* lock_not_available */ {
+				return fmt.Errorf("ledger: create schema: table %s, made by an earlier version, lacks column %s, and other transactions held the table for %s; start again when they are done, or have an administrator run: %s",
+					table, c.name, addColumnLockTimeout, c.stmt)
+			}
 			return fmt.Errorf("ledger: create schema: table %s, made by an earlier version, lacks column %s (%s): %w", table, c.name, c.stmt, err)
 		}
 	}

@@ -144,6 +144,48 @@ func TestPostgresRevokedTableFromBefore(t *testing.T) {
 	openPostgres(t, db.DSN())
 }
 
+// TestPostgresAddColumnWaitsBounded: a column missing from a table of an
+// earlier version is added without waiting for ever behind a transaction
+// that holds the table (every other replica's reads would queue behind
+// the ALTER meanwhile): start-up fails, saying why, and succeeds once the
+// table is free.
+func TestPostgresAddColumnWaitsBounded(t *testing.T) {
+	db := pgtest.NewDB(t)
+	role := pgx.Identifier{db.Cluster.User()}.Sanitize()
+	db.Exec(t, "GRANT CREATE ON SCHEMA public TO "+role)
+	db.Exec(t, `CREATE TABLE bastion_revoked (
+		nonce text COLLATE "C" PRIMARY KEY,
+		until timestamptz NOT NULL,
+		recorded_at timestamptz NOT NULL DEFAULT clock_timestamp())`)
+	db.Exec(t, "ALTER TABLE bastion_revoked OWNER TO "+role)
+
+	holder, err := pgx.Connect(t.Context(), db.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	tx, err := holder.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), "SELECT count(*) FROM bastion_revoked"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	_, err = ledger.OpenPostgres(ctx, db.DSN())
+	if err == nil || !strings.Contains(err.Error(), "other transactions held the table") {
+		t.Fatalf("OpenPostgres behind a transaction on the table: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("OpenPostgres waited for its context, not for its lock timeout")
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	openPostgres(t, db.DSN())
+}
+
 // TestPostgresSameBytesAsBolt: both stores hold a record as the same
 // bytes, so the canonical descriptor in it — a digest's preimage — is not
 // rewritten by either.
