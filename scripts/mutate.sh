@@ -2111,6 +2111,18 @@ mutate front-progress-escaped "a progress token whose name is escaped is not see
 	'false' \
 	-- ./internal/gateway/front/ 'TestCallProgressToken'
 
+mutate mcp-compact-spare "a refused relayed value stays behind the output" \
+	internal/mcp/relay.go \
+	'clear\(out\[len\(dst\):\]\)' \
+	'_ = out' \
+	-- ./internal/mcp/ 'TestAppendCompact'
+
+mutate audit-line-separator "an audit string writes U+2028 raw, splitting the event for line-oriented readers" \
+	internal/gateway/audit/audit.go \
+	'if !strings\.ContainsAny\(v, "\\u2028\\u2029"\) \{' \
+	'if _ = strings.ContainsAny; true {' \
+	-- ./internal/gateway/audit/ 'TestAppendJSON'
+
 mutate gw-prompt-folded "a prompt message may hold member names that differ only in case" \
 	internal/gateway/prompt.go \
 	'if _, dup := foldedDuplicate\(m\.Content\); dup \{' \

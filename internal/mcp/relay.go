@@ -159,6 +159,9 @@ func appendCompact(dst []byte, v jsontext.Value) []byte {
 	// As Value.Compact, but appended in place rather than into a copy.
 	out, err := jsontext.AppendFormat(dst, v, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true), jsontext.PreserveRawStrings(true))
 	if err != nil {
+		// AppendFormat copied v whole past dst: none of it may stay
+		// behind in the spare capacity of what is returned.
+		clear(out[len(dst):])
 		return append(out[:len(dst)], "null"...)
 	}
 	return out

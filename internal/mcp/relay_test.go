@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -31,10 +32,15 @@ func TestAppendCompact(t *testing.T) {
 		{`"\u00e9"`, `pre:"\u00e9"`},
 		{`{"a":1} {"b":2}`, `pre:null`},
 		{`{"a":`, `pre:null`},
+		{`{"secret":"s3cr3t", `, `pre:null`},
 		{``, `pre:null`},
 	} {
-		if got := string(appendCompact([]byte("pre:"), jsontext.Value(tc.in))); got != tc.want {
+		out := appendCompact(append(make([]byte, 0, 64), "pre:"...), jsontext.Value(tc.in))
+		if got := string(out); got != tc.want {
 			t.Errorf("appendCompact(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+		if spare := out[len(out):cap(out)]; bytes.ContainsFunc(spare, func(r rune) bool { return r != 0 }) {
+			t.Errorf("appendCompact(%q) left the refused value in the spare capacity: %q", tc.in, out[:cap(out)])
 		}
 	}
 }
