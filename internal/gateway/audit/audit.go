@@ -6,10 +6,12 @@
 package audit
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -147,8 +149,7 @@ func (s *Sink) Record(e Event) {
 // appendJSON appends e as encoding/json writes it from its tags — the
 // same members, in the same order, the same values
 // (TestAppendJSONAsMarshal) — without reflection: every call is audited
-// before it is answered. Strings are written as RFC 8785 has them; an
-// invalid UTF-8 byte becomes U+FFFD, as encoding/json makes it.
+// before it is answered. Strings are written by appendQuoted.
 func (e *Event) appendJSON(b []byte) []byte {
 	b = append(b, `{"time":"`...)
 	b = e.Time.AppendFormat(b, time.RFC3339Nano)
@@ -182,9 +183,9 @@ func (e *Event) appendJSON(b []byte) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, `{"name":`...)
-			b, _ = jsontext.AppendQuote(b, h.Name)
+			b = appendQuoted(b, h.Name)
 			b = append(b, `,"encoding":`...)
-			b, _ = jsontext.AppendQuote(b, h.Encoding)
+			b = appendQuoted(b, h.Encoding)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -206,8 +207,7 @@ func appendString(b []byte, name, v string) []byte {
 	b = append(b, ',', '"')
 	b = append(b, name...)
 	b = append(b, '"', ':')
-	b, _ = jsontext.AppendQuote(b, v) // invalid UTF-8 is replaced, and reported, here
-	return b
+	return appendQuoted(b, v)
 }
 
 // appendStrings appends the member name: vs, unless vs is empty.
@@ -222,9 +222,24 @@ func appendStrings(b []byte, name string, vs []string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b, _ = jsontext.AppendQuote(b, v)
+		b = appendQuoted(b, v)
 	}
 	return append(b, ']')
+}
+
+// appendQuoted appends v as a JSON string: RFC 8785's minimal escapes,
+// an invalid UTF-8 byte as U+FFFD, and — as encoding/json writes them —
+// U+2028 and U+2029 escaped, so that a reader splitting on Unicode line
+// separators still sees one event per line.
+func appendQuoted(b []byte, v string) []byte {
+	start := len(b)
+	b, _ = jsontext.AppendQuote(b, v) // invalid UTF-8 is replaced, and reported, here
+	if !strings.ContainsAny(v, "\u2028\u2029") {
+		return b
+	}
+	q := bytes.ReplaceAll(b[start:], []byte("\u2028"), []byte(`\u2028`))
+	q = bytes.ReplaceAll(q, []byte("\u2029"), []byte(`\u2029`))
+	return append(b[:start], q...)
 }
 
 // Close closes the file of a file sink.

@@ -43,7 +43,9 @@ type HTTPOptions struct {
 	// being unavailable until it returns).
 	OnConnect func(*Client)
 	// Client, when set, replaces the HTTP client (tests); it must not
-	// follow redirects.
+	// follow redirects. Calls go to its Transport directly, so its
+	// Timeout, Jar and CheckRedirect do not apply to them (the gateway
+	// sets none of these, and a configured URL carries no credentials).
 	Client *http.Client
 }
 
