@@ -75,8 +75,9 @@ func echoDownstream(tb testing.TB) *httptest.Server {
 	return hs
 }
 
-// gatewayFront serves a started gateway's front over real HTTP, in front
-// of the downstream at dsURL, as bench/run-gateway-load.sh configures it.
+// gatewayFront serves a started gateway's front over real HTTP (Serve:
+// the front's own http.Server and its timeouts), in front of the
+// downstream at dsURL, as bench/run-gateway-load.sh configures it.
 func gatewayFront(b *testing.B, dsURL string) string {
 	dir := b.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -123,12 +124,11 @@ func gatewayFront(b *testing.B, dsURL string) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	hs := httptest.NewUnstartedServer(srv.Handler())
-	hs.Listener.Close()
-	hs.Listener = ln
-	hs.Start()
-	b.Cleanup(hs.Close)
-	return hs.URL + "/mcp"
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln, nil) }()
+	b.Cleanup(func() { cancel(); <-done })
+	return "http://" + ln.Addr().String() + "/mcp"
 }
 
 // benchCalls opens a legacy session at u as bench/mcpload does and calls
