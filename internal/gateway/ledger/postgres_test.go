@@ -105,15 +105,8 @@ func TestPostgresExistingTable(t *testing.T) {
 // gateway made, before owners were kept, gains the owner column when the
 // ledger opens; the sessions it ended stay ended, owned by no one.
 func TestPostgresRevokedTableFromBefore(t *testing.T) {
-	db := pgtest.NewDB(t)
-	role := pgx.Identifier{db.Cluster.User()}.Sanitize()
-	db.Exec(t, "GRANT CREATE ON SCHEMA public TO "+role)
-	db.Exec(t, `CREATE TABLE bastion_revoked (
-		nonce text COLLATE "C" PRIMARY KEY,
-		until timestamptz NOT NULL,
-		recorded_at timestamptz NOT NULL DEFAULT clock_timestamp())`)
+	db, role := revokedTableFromBefore(t)
 	db.Exec(t, `INSERT INTO bastion_revoked (nonce, until) VALUES ('ended-before', now() + interval '1 hour')`)
-	db.Exec(t, "ALTER TABLE bastion_revoked OWNER TO "+role)
 
 	s := openPostgres(t, db.DSN())
 	if err := s.Revoke(t.Context(), ledger.Revocation{Nonce: "ended-after", Until: time.Now().Add(time.Hour), Owner: "alice"}); err != nil {
@@ -144,12 +137,11 @@ func TestPostgresRevokedTableFromBefore(t *testing.T) {
 	openPostgres(t, db.DSN())
 }
 
-// TestPostgresAddColumnWaitsBounded: a column missing from a table of an
-// earlier version is added without waiting for ever behind a transaction
-// that holds the table (every other replica's reads would queue behind
-// the ALTER meanwhile): start-up fails, saying why, and succeeds once the
-// table is free.
-func TestPostgresAddColumnWaitsBounded(t *testing.T) {
+// revokedTableFromBefore is a database whose bastion_revoked is as a
+// gateway made it before owners were kept, owned by the test's role
+// (returned quoted), which may also create tables.
+func revokedTableFromBefore(t *testing.T) (*pgtest.DB, string) {
+	t.Helper()
 	db := pgtest.NewDB(t)
 	role := pgx.Identifier{db.Cluster.User()}.Sanitize()
 	db.Exec(t, "GRANT CREATE ON SCHEMA public TO "+role)
@@ -158,6 +150,16 @@ func TestPostgresAddColumnWaitsBounded(t *testing.T) {
 		until timestamptz NOT NULL,
 		recorded_at timestamptz NOT NULL DEFAULT clock_timestamp())`)
 	db.Exec(t, "ALTER TABLE bastion_revoked OWNER TO "+role)
+	return db, role
+}
+
+// TestPostgresAddColumnWaitsBounded: a column missing from a table of an
+// earlier version is added without waiting for ever behind a transaction
+// that holds the table (every other replica's reads would queue behind
+// the ALTER meanwhile): start-up fails, saying why, and succeeds once the
+// table is free.
+func TestPostgresAddColumnWaitsBounded(t *testing.T) {
+	db, _ := revokedTableFromBefore(t)
 
 	holder, err := pgx.Connect(t.Context(), db.DSN())
 	if err != nil {
