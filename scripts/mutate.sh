@@ -1066,7 +1066,7 @@ mutate gw-list-filter "a caller lists tools no rule lets it call" \
 
 mutate gw-identity-role "an HTTP downstream is not told the caller's role" \
 	internal/gateway/upstream/http.go \
-	'req\.Header\.Set\("X-MCP-Gateway-Role", strings\.Join\(who\.Roles, ","\)\)' \
+	'setHeader\(req\.Header, hdrRole, strings\.Join\(who\.Roles, ","\)\)' \
 	'_ = who.Roles' \
 	-- "$e2epkg" 'TestGatewayIdentityHeaders'
 
@@ -1751,7 +1751,7 @@ mutate auth-policy-issuer "the rules are given the principal without its issuer"
 
 mutate up-identity-issuer "an HTTP downstream is not told the caller's issuer" \
 	internal/gateway/upstream/http.go \
-	'\t\treq\.Header\.Set\("X-MCP-Gateway-Issuer", HeaderValue\(who\.Issuer\)\)\n' \
+	'\t\tsetHeader\(req\.Header, hdrIssuer, HeaderValue\(who\.Issuer\)\)\n' \
 	'' \
 	-- "$e2epkg" 'TestGatewayIdentityHeaders'
 
