@@ -322,7 +322,11 @@ func TestRelayListenSlowFollow(t *testing.T) {
 	rl := newFakeRelay(mcp.Offered{Resources: true, Subscribe: true})
 	rl.follows, rl.gate, rl.changes = make(chan []string, 4), make(chan struct{}), make(chan session.Change)
 	h := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: newTools(t, nil)}, Relay: rl})
-	stop := time.AfterFunc(30*time.Second, func() { h.in.Close(); cancel() })
+	// The session cannot end while a's Follow waits for the gate: on
+	// time-out the gate opens too, so that a test that fails fails in
+	// seconds rather than at go test's own deadline.
+	openGate := sync.OnceFunc(func() { close(rl.gate) })
+	stop := time.AfterFunc(30*time.Second, func() { openGate(); h.in.Close(); cancel() })
 	defer stop.Stop()
 	h.send(`{"jsonrpc":"2.0","id":"a","method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["slow:a"]},` + modernMeta + `}}`)
 	<-rl.follows // a's Follow has begun, and waits for the gate
@@ -334,7 +338,7 @@ func TestRelayListenSlowFollow(t *testing.T) {
 	if m := mustString(t, h.recv()); !strings.Contains(m, `"method":"notifications/resources/updated"`) || !strings.Contains(m, `"uri":"touch:b"`) {
 		t.Fatalf("after b's acknowledgement: %s, want the update of touch:b", m)
 	}
-	close(rl.gate)
+	openGate()
 	if m := mustString(t, h.recv()); !strings.Contains(m, `/subscriptionId":"a"`) {
 		t.Fatalf("after the slow server followed: %s", m)
 	}
