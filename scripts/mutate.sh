@@ -2123,6 +2123,24 @@ mutate audit-line-separator "an audit string writes U+2028 raw, splitting the ev
 	'if _ = strings.ContainsAny; true {' \
 	-- ./internal/gateway/audit/ 'TestAppendJSON'
 
+mutate gw-sealed-newlines "a sealed value opens with CR or LF inside it" \
+	internal/gateway/sealed.go \
+	'return nil, errNotSealed' \
+	'continue' \
+	-- "$gwpkg" 'TestDecodeSealed'
+
+mutate gw-sealed-strict "a sealed value opens with other bits in its last character" \
+	internal/gateway/sealed.go \
+	'base64\.RawURLEncoding\.Strict\(\)\.DecodeString' \
+	'base64.RawURLEncoding.DecodeString' \
+	-- "$gwpkg" 'TestDecodeSealed'
+
+mutate front-session-spelling "a session id with a newline in it opens the session" \
+	internal/gateway/front/sessions.go \
+	'gateway\.DecodeSealed\(id\)' \
+	'base64.RawURLEncoding.DecodeString(id)' \
+	-- ./internal/gateway/front/ 'FuzzFront'
+
 mutate gw-prompt-folded "a prompt message may hold member names that differ only in case" \
 	internal/gateway/prompt.go \
 	'if _, dup := foldedDuplicate\(m\.Content\); dup \{' \

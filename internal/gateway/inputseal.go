@@ -132,7 +132,7 @@ func (s *inputSealer) open(state string, p auth.Principal, tool string, args jso
 	if !ok || len(state) > maxSealedState {
 		return r, errBadState
 	}
-	sealed, err := base64.RawURLEncoding.DecodeString(body)
+	sealed, err := DecodeSealed(body)
 	if err != nil {
 		return r, errBadState
 	}

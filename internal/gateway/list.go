@@ -134,7 +134,7 @@ func (l *Lister) mac(list string, body []byte, owner string) []byte {
 
 // open reads a cursor of list sealed for owner.
 func (l *Lister) open(list, c, owner string) (rev, pos uint64, ok bool) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
+	b, err := DecodeSealed(c)
 	if err != nil || len(b) != 32 {
 		return 0, 0, false
 	}

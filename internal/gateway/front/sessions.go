@@ -221,7 +221,7 @@ func (s *sessions) open(id string, owner []byte) (session, error) {
 	if id == "" {
 		return session{}, errNoSession
 	}
-	b, err := base64.RawURLEncoding.DecodeString(id)
+	b, err := gateway.DecodeSealed(id)
 	const fixed = 1 + 8 + 16 + 16 + 1 + 16
 	if err != nil || len(b) < fixed || len(b) != int(b[0])+fixed {
 		return session{}, errSessionGone
