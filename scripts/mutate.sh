@@ -1066,7 +1066,7 @@ mutate gw-list-filter "a caller lists tools no rule lets it call" \
 
 mutate gw-identity-role "an HTTP downstream is not told the caller's role" \
 	internal/gateway/upstream/http.go \
-	'setHeader\(req\.Header, hdrRole, strings\.Join\(who\.Roles, ","\)\)' \
+	'h\.set\(hdrRole, strings\.Join\(who\.Roles, ","\)\)' \
 	'_ = who.Roles' \
 	-- "$e2epkg" 'TestGatewayIdentityHeaders'
 
@@ -1751,7 +1751,7 @@ mutate auth-policy-issuer "the rules are given the principal without its issuer"
 
 mutate up-identity-issuer "an HTTP downstream is not told the caller's issuer" \
 	internal/gateway/upstream/http.go \
-	'\t\tsetHeader\(req\.Header, hdrIssuer, HeaderValue\(who\.Issuer\)\)\n' \
+	'\t\th\.set\(hdrIssuer, HeaderValue\(who\.Issuer\)\)\n' \
 	'' \
 	-- "$e2epkg" 'TestGatewayIdentityHeaders'
 
@@ -2140,6 +2140,12 @@ mutate front-session-spelling "a session id with a newline in it opens the sessi
 	'gateway\.DecodeSealed\(id\)' \
 	'base64.RawURLEncoding.DecodeString(id)' \
 	-- ./internal/gateway/front/ 'FuzzFront'
+
+mutate up-header-shared "a downstream header's value shares its array with the next one's" \
+	internal/gateway/upstream/http.go \
+	'h\.vals\[n-1 : n : n\]' \
+	'h.vals[n-1 : n]' \
+	-- "$uppkg" 'TestRequestHeader'
 
 mutate gw-prompt-folded "a prompt message may hold member names that differ only in case" \
 	internal/gateway/prompt.go \

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -409,8 +410,7 @@ func TestHeaderNamesCanonical(t *testing.T) {
 	s.fixed.Set("mcp-session-id", "forged")
 	s.sessionID = "real"
 	req := httptest.NewRequest(http.MethodPost, "http://downstream.example/mcp", nil)
-	req.Header = http.Header{}
-	s.headers(req, outgoing{identity: &Identity{Subject: "bob", Issuer: "static", Roles: []string{"viewer"}}})
+	req.Header = s.headers(outgoing{identity: &Identity{Subject: "bob", Issuer: "static", Roles: []string{"viewer"}}}).h
 	if got := req.Header.Values("X-Mcp-Gateway-Role"); len(got) != 1 || got[0] != "viewer" {
 		t.Errorf("X-MCP-Gateway-Role: %q", got)
 	}
@@ -419,5 +419,32 @@ func TestHeaderNamesCanonical(t *testing.T) {
 	}
 	if len(req.Header) != 4 {
 		t.Errorf("headers: %v", req.Header)
+	}
+}
+
+// TestRequestHeader: the values set share one array, yet each stays its
+// own: appending to one does not change another, and more headers than
+// the array was sized for are still all set.
+func TestRequestHeader(t *testing.T) {
+	fixed := http.Header{"Authorization": {"Bearer x"}}
+	h := newRequestHeader(fixed)
+	want := map[string]string{"Authorization": "Bearer x"}
+	for i := range gatewayHeaders + 3 {
+		k, v := fmt.Sprintf("X-H%d", i), fmt.Sprintf("v%d", i)
+		h.set(k, v)
+		want[k] = v
+	}
+	h.h["X-H0"] = append(h.h["X-H0"], "extra")
+	want["X-H0"] = "v0"
+	for k, v := range want {
+		if got := h.h.Get(k); got != v {
+			t.Errorf("%s: %q, want %q", k, got, v)
+		}
+	}
+	if got := h.h.Values("X-H1"); len(got) != 1 {
+		t.Errorf("X-H1 after an append to X-H0: %q", got)
+	}
+	if len(fixed) != 1 || fixed.Get("Authorization") != "Bearer x" {
+		t.Errorf("the configured headers changed: %v", fixed)
 	}
 }
