@@ -2147,6 +2147,18 @@ mutate up-header-shared "a downstream header's value shares its array with the n
 	'h.vals[n-1 : n]' \
 	-- "$uppkg" 'TestRequestHeader'
 
+mutate mcp-mediatype-fast "a media type is taken as written, not as ParseMediaType reads it" \
+	internal/mcp/mediatype.go \
+	'case "application/json", "text/event-stream":' \
+	'case "application/json", "text/event-stream", "Application/JSON":' \
+	-- ./internal/mcp 'TestMediaType'
+
+mutate front-accept-asis "an Accept member is taken as written, not as ParseMediaType reads it" \
+	internal/gateway/front/mcp.go \
+	'\t\treturn true\n\t\}\n\treturn false\n\}' \
+	'\t\treturn true\n\t}\n\treturn true\n}' \
+	-- ./internal/gateway/front/ 'TestAccepts'
+
 mutate gw-prompt-folded "a prompt message may hold member names that differ only in case" \
 	internal/gateway/prompt.go \
 	'if _, dup := foldedDuplicate\(m\.Content\); dup \{' \

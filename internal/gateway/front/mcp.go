@@ -102,7 +102,7 @@ func writeError(w http.ResponseWriter, status int, e *jsonrpc.Error, notificatio
 // method label).
 func (s *Server) post(w http.ResponseWriter, r *http.Request) *exchange {
 	x := &exchange{s: s, r: r, method: "(unread)", rid: requestID()}
-	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
+	if ct, err := mcp.MediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
 		writeError(w, http.StatusUnsupportedMediaType, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: "Invalid request: the body must be application/json"}, false)
 		return x
@@ -210,10 +210,17 @@ func accepts(values []string) (jsonOK, sseOK bool) {
 		return true, true
 	}
 	for _, v := range values {
-		for _, part := range strings.Split(v, ",") {
-			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-			if err != nil || refused(params["q"]) {
-				continue
+		for part := range strings.SplitSeq(v, ",") {
+			// A type without parameters, as almost every client writes
+			// it, is taken as it is; it is what ParseMediaType would
+			// return, without the map of parameters it builds.
+			mt := strings.TrimSpace(part)
+			if !acceptedAsIs(mt) {
+				var params map[string]string
+				var err error
+				if mt, params, err = mime.ParseMediaType(mt); err != nil || refused(params["q"]) {
+					continue
+				}
 			}
 			switch mt {
 			case "application/json", "application/*":
@@ -226,6 +233,17 @@ func accepts(values []string) (jsonOK, sseOK bool) {
 		}
 	}
 	return jsonOK, sseOK
+}
+
+// acceptedAsIs reports whether an Accept member is one of the types
+// accepts knows, written without parameters, in the lower case that
+// ParseMediaType returns.
+func acceptedAsIs(mt string) bool {
+	switch mt {
+	case "application/json", "application/*", "text/event-stream", "text/*", "*/*":
+		return true
+	}
+	return false
 }
 
 // refused reports whether an Accept qvalue refuses its media type: a

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"mime"
 	"net"
 	"net/http"
 	"strings"
@@ -236,7 +235,7 @@ func (s *HTTPServer) getStream(ctx context.Context, c *Client) error {
 		return fmt.Errorf("upstream: %s", redactURL(err.Error(), s.opts.URL))
 	}
 	defer resp.Body.Close()
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	ct, _ := mcp.MediaType(resp.Header.Get("Content-Type"))
 	switch {
 	case resp.StatusCode == http.StatusMethodNotAllowed:
 		return errNoStream
@@ -417,7 +416,7 @@ func (t *httpTransport) send(ctx context.Context, out outgoing) error {
 		s.sessionID = id
 		s.mu.Unlock()
 	}
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	ct, _ := mcp.MediaType(resp.Header.Get("Content-Type"))
 	switch ct {
 	case "text/event-stream":
 		return t.readEvents(resp.Body, out.id)
