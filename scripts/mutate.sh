@@ -2159,6 +2159,12 @@ mutate front-accept-asis "an Accept member is taken as written, not as ParseMedi
 	'\t\treturn true\n\t}\n\treturn true\n}' \
 	-- ./internal/gateway/front/ 'TestAccepts'
 
+mutate front-session-mac-reset "a reused MAC state carries the last session id into the next" \
+	internal/gateway/front/sessions.go \
+	'\tm\.Reset\(\)\n' \
+	'' \
+	-- ./internal/gateway/front/ 'TestSessionSealReused'
+
 mutate gw-prompt-folded "a prompt message may hold member names that differ only in case" \
 	internal/gateway/prompt.go \
 	'if _, dup := foldedDuplicate\(m\.Content\); dup \{' \

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"hash"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -107,8 +108,11 @@ const (
 )
 
 type sessions struct {
-	key []byte
-	ttl time.Duration
+	// macs are HMAC-SHA256 states of the key, reused: the key's two
+	// padded blocks are hashed once per state rather than for every
+	// request that presents a session id.
+	macs sync.Pool
+	ttl  time.Duration
 	// store keeps the revocations beside the ledger, nil for none.
 	store ledger.Revocations
 
@@ -125,8 +129,19 @@ type sessions struct {
 }
 
 func newSessions(key []byte, ttl time.Duration, store ledger.Revocations) *sessions {
-	return &sessions{key: key, ttl: ttl, store: store, revoked: map[string]revocation{}, revokedBy: map[string]int{},
+	s := &sessions{ttl: ttl, store: store, revoked: map[string]revocation{}, revokedBy: map[string]int{},
 		streams: map[string]map[*notifier]string{}, owned: map[string]int{}}
+	s.macs.New = func() any { return hmac.New(sha256.New, key) }
+	return s
+}
+
+// seal is the HMAC-SHA256 of msg under the sessions' key.
+func (s *sessions) seal(msg []byte) []byte {
+	m := s.macs.Get().(hash.Hash)
+	defer s.macs.Put(m)
+	m.Reset()
+	m.Write(msg)
+	return m.Sum(nil)
 }
 
 // revocation is a session a DELETE ended: until when its id would be
@@ -211,7 +226,7 @@ func (s *sessions) mint(version string, owner []byte, caps clientCaps) (string, 
 	b = append(b, nonce...)
 	b = append(b, owner...)
 	b = append(b, byte(caps))
-	b = append(b, hmacSum(s.key, b)[:16]...)
+	b = append(b, s.seal(b)[:16]...)
 	return base64.RawURLEncoding.EncodeToString(b), session{version: version, nonce: hex.EncodeToString(nonce), issued: now, caps: caps}
 }
 
@@ -227,7 +242,7 @@ func (s *sessions) open(id string, owner []byte) (session, error) {
 		return session{}, errSessionGone
 	}
 	body, mac := b[:len(b)-16], b[len(b)-16:]
-	if !hmac.Equal(hmacSum(s.key, body)[:16], mac) {
+	if !hmac.Equal(s.seal(body)[:16], mac) {
 		return session{}, errSessionGone
 	}
 	n := int(b[0])

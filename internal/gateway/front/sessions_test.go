@@ -1,13 +1,17 @@
 package front
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/mcp-bastion/bastion/internal/gateway"
 	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
 )
 
@@ -124,4 +128,43 @@ func (m *memRevocations) Revoked(context.Context, time.Time) ([]ledger.Revocatio
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.rs), time.Now(), nil
+}
+
+// TestSessionSealReused: the MAC states are reused, and every use starts
+// afresh: an id opens however often and from however many goroutines,
+// each one it was not minted as (another key, another owner, a changed
+// MAC) is refused however many were opened before it.
+func TestSessionSealReused(t *testing.T) {
+	s := newSessions(bytes.Repeat([]byte{1}, 32), time.Hour, nil)
+	other := newSessions(bytes.Repeat([]byte{2}, 32), time.Hour, nil)
+	alice, bob := ownerOf("static", "alice"), ownerOf("static", "bob")
+	id, minted := s.mint("2025-06-18", alice, 0)
+	raw, err := gateway.DecodeSealed(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)-1] ^= 1
+	tampered := base64.RawURLEncoding.EncodeToString(raw)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				if got, err := s.open(id, alice); err != nil || got.nonce != minted.nonce {
+					t.Errorf("open: %+v, %v", got, err)
+					return
+				}
+				for _, bad := range []struct {
+					s     *sessions
+					id    string
+					owner []byte
+				}{{other, id, alice}, {s, id, bob}, {s, tampered, alice}} {
+					if _, err := bad.s.open(bad.id, bad.owner); !errors.Is(err, errSessionGone) {
+						t.Errorf("an id it was not minted as opened: %v", err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
