@@ -693,14 +693,16 @@ func progressOf(c Call) func(jsontext.Value) {
 // callParams builds the downstream's tools/call params from scratch: its
 // own name and the checked arguments.
 func callParams(t *catalog.Tool, args jsontext.Value) ([]byte, error) {
-	b := []byte(`{"name":`)
+	b := make([]byte, 0, len(`{"name":"","arguments":}`)+len(t.Name)+len(args))
+	b = append(b, `{"name":`...)
 	b, _ = jsontext.AppendQuote(b, t.Name)
 	b = append(b, `,"arguments":`...)
-	a := bytes.Clone(args)
-	if err := (*jsontext.Value)(&a).Compact(); err != nil {
+	// As Value.Compact, but into b rather than into a copy first.
+	b, err := jsontext.AppendFormat(b, args, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true), jsontext.PreserveRawStrings(true))
+	if err != nil {
 		return nil, tool.NewArgumentError("arguments are not valid JSON")
 	}
-	return append(append(b, a...), '}'), nil
+	return append(b, '}'), nil
 }
 
 // callError maps what became of a downstream call to the caller's answer.

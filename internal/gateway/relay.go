@@ -148,12 +148,16 @@ func (caps ClientCapabilities) declares(method string, params jsontext.Value) (b
 // audited: its caller answers it).
 func (g *Gateway) relayRequests(c Call, t *catalog.Tool) func(context.Context, string, jsontext.Value) (jsontext.Value, *jsonrpc.Error) {
 	var (
-		mu      sync.Mutex
-		refused = map[[2]string]bool{}
+		mu sync.Mutex
+		// Made at the first refusal: most calls have none.
+		refused map[[2]string]bool
 	)
 	refuse := func(ev audit.Event) {
 		key := [2]string{ev.Method, ev.Reason}
 		mu.Lock()
+		if refused == nil {
+			refused = map[[2]string]bool{}
+		}
 		again := refused[key]
 		refused[key] = true
 		mu.Unlock()
