@@ -361,6 +361,11 @@ func TestGatewaySubscribeTakesASlot(t *testing.T) {
 	}()
 	waitUntil(t, "the hung call reached the server", func() bool { return strings.Contains(received(t, rec), `"tools/call"`) })
 	alice := legacyAs(t, g, viewerToken, "2025-11-25")
+	// The subscription waits for the slot within its own deadline, as long
+	// as the hung call's: sent a few ms after it, it could time out just
+	// as the slot came free on a busy machine. Sent later, it has that
+	// long to spare.
+	time.Sleep(700 * time.Millisecond)
 	if m := alice.post(`{"jsonrpc":"2.0","id":5,"method":"resources/subscribe","params":{"uri":"file:///watched.md"}}`).msg(t); m["result"] == nil {
 		t.Fatalf("subscribe: %v", m)
 	}
