@@ -988,8 +988,14 @@ mutate gw-cursor-list "a tools/list cursor is read as a prompts/list cursor" \
 
 mutate gw-argument-schema "arguments are not checked against the tool's input schema" \
 	internal/gateway/invoke.go \
-	'if err := tool\.ValidateValue\(t\.Input, c\.Arguments\); err != nil \{\n\t\treturn nil, err' \
-	'if err := tool.ValidateValue(t.Input, c.Arguments); false && err != nil {\n\t\treturn nil, err' \
+	'if err := tool\.ValidateValue\(t\.Input, c\.Arguments\); err != nil \{\n\t\treturn d, err' \
+	'if err := tool.ValidateValue(t.Input, c.Arguments); false && err != nil {\n\t\treturn d, err' \
+	-- "$gwpkg" 'TestInvokeValidatesArguments'
+
+mutate gw-argument-schema-plain "arguments under a rule without a condition are not checked, or audited as allowed" \
+	internal/gateway/invoke.go \
+	'if !d\.Allow && !d\.NeedsArgs \{' \
+	'if !d.NeedsArgs {' \
 	-- "$gwpkg" 'TestInvokeValidatesArguments'
 
 mutate gw-relay-codes "every downstream error code is relayed as the gateway's own" \

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -161,20 +162,44 @@ func TestInvokeErrors(t *testing.T) {
 
 // TestInvokeValidatesArguments: arguments that fail the tool's input
 // schema never reach the downstream.
+// TestInvokeValidatesArguments: arguments that fail the input schema are
+// refused before any server is asked, under a rule with a condition and
+// under one without, and audited alike as invalid arguments, never as
+// allowed; a caller the policy refuses is refused whatever its arguments.
 func TestInvokeValidatesArguments(t *testing.T) {
 	cat := pinned(t).catalog
 	_ = cat.Update(catalog.Server{Name: "s"}, []jsontext.Value{jsontext.Value(`{"name":"t","inputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}}`)})
-	allow, err := policy.Compile([]policy.Rule{{ID: "all", Tools: []string{"*"}, Roles: []string{"*"}}})
+	for _, rule := range []policy.Rule{
+		{ID: "plain", Tools: []string{"*"}, Roles: []string{"*"}},
+		{ID: "conditional", Tools: []string{"*"}, Roles: []string{"*"}, When: "true"},
+	} {
+		pol, err := policy.Compile([]policy.Rule{rule, {ID: "admins", Tools: []string{"other.*"}, Roles: []string{"admin"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var log strings.Builder
+		g := &Gateway{catalog: cat, servers: map[string]*downstream{}, policy: pol, audit: audit.New(&log)}
+		for _, args := range []string{`{}`, `{"n":"1"}`, `{"n":1,"x":2}`, `{"n":1.5}`} {
+			log.Reset()
+			_, err := g.Invoke(t.Context(), Call{Name: "s.t", Arguments: jsontext.Value(args)})
+			var ae *tool.ArgumentError
+			if !errors.As(err, &ae) {
+				t.Errorf("%s, %s: %v, want an argument error", rule.ID, args, err)
+			}
+			var ev struct{ Outcome, Reason, Rule string }
+			if err := json.Unmarshal([]byte(log.String()), &ev); err != nil || ev.Outcome != "invalid" || ev.Reason != "arguments" || ev.Rule != rule.ID {
+				t.Errorf("%s, %s: audited as %s (%v), want one invalid event for its arguments", rule.ID, args, log.String(), err)
+			}
+		}
+	}
+	deny, err := policy.Compile([]policy.Rule{{ID: "admins", Tools: []string{"*"}, Roles: []string{"admin"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &Gateway{catalog: cat, servers: map[string]*downstream{}, policy: allow}
-	for _, args := range []string{`{}`, `{"n":"1"}`, `{"n":1,"x":2}`, `{"n":1.5}`} {
-		_, err := g.Invoke(t.Context(), Call{Name: "s.t", Arguments: jsontext.Value(args)})
-		var ae *tool.ArgumentError
-		if !errors.As(err, &ae) {
-			t.Errorf("%s: %v, want an argument error", args, err)
-		}
+	g := &Gateway{catalog: cat, servers: map[string]*downstream{}, policy: deny, audit: audit.New(io.Discard)}
+	var ge *Error
+	if _, err := g.Invoke(t.Context(), Call{Name: "s.t", Arguments: jsontext.Value(`{"n":"1"}`)}); !errors.As(err, &ge) || ge.Code != CodeUnauthorized {
+		t.Errorf("a caller the policy refuses: %v, want %d", err, CodeUnauthorized)
 	}
 }
 

@@ -281,18 +281,25 @@ func (g *Gateway) recordForwarded(ev audit.Event, took time.Duration, err error)
 	g.audit.Record(ev)
 }
 
-// decide applies the policy to c: by principal and tool first, and when
-// the deciding rule has a condition, again on the arguments once they
-// passed the tool's input schema (a condition never sees unchecked
-// arguments). A schema failure is the *tool.ArgumentError returned.
+// decide applies the policy to c: by principal and tool first, then, for
+// a call it may allow, checks the arguments against the tool's input
+// schema, and when the deciding rule has a condition, applies it to the
+// checked arguments (a condition never sees unchecked ones). A schema
+// failure is the *tool.ArgumentError returned.
 func (g *Gateway) decide(c Call, t *catalog.Tool) (policy.Decision, error) {
 	pc := policy.Call{Qualified: t.Qualified, Server: t.Server, Name: t.Name}
 	d := g.policy.Decide(c.Principal.Policy(), pc)
-	if !d.NeedsArgs {
-		return d, nil
+	if !d.Allow && !d.NeedsArgs {
+		return d, nil // refused whatever the arguments
 	}
+	// Checked here for every call the policy may allow, with or without
+	// a condition, so that a refusal is audited as one (invalid, not
+	// allow) and a call is checked once.
 	if err := tool.ValidateValue(t.Input, c.Arguments); err != nil {
 		return d, err
+	}
+	if !d.NeedsArgs {
+		return d, nil
 	}
 	// A condition must read the arguments as the downstream will. Member
 	// names that differ only in case are read as one by decoders that
@@ -368,9 +375,6 @@ func (g *Gateway) invoke(ctx context.Context, c Call, t *catalog.Tool, from *res
 	// The request id goes on the lines that are written, not into a
 	// logger built for every call.
 	log := callLog{g.log, slog.String("request_id", c.RequestID)}
-	if err := tool.ValidateValue(t.Input, c.Arguments); err != nil {
-		return nil, err
-	}
 	d := g.servers[t.Server]
 	params, err := callParams(t, c.Arguments)
 	if err != nil {
