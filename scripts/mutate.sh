@@ -2165,6 +2165,12 @@ mutate front-accept-asis "an Accept member is taken as written, not as ParseMedi
 	'\t\treturn true\n\t}\n\treturn true\n}' \
 	-- ./internal/gateway/front/ 'TestAccepts'
 
+mutate front-accept-specific "a broad Accept range takes a form a more specific one refused" \
+	internal/gateway/front/mcp.go \
+	'json\.offer\(1, no\)\n\t\t\t\tsse\.offer\(1, no\)' \
+	'json.offer(3, no)\n\t\t\t\tsse.offer(3, no)' \
+	-- ./internal/gateway/front/ 'TestAccepts'
+
 mutate front-session-mac-reset "a reused MAC state carries the last session id into the next" \
 	internal/gateway/front/sessions.go \
 	'\tm\.Reset\(\)\n' \

@@ -204,36 +204,67 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) *exchange {
 }
 
 // accepts reads the Accept header: which of the two answer forms the
-// client takes. No Accept at all, or */*, takes both.
+// client takes. No Accept at all takes both. Each form is judged by the
+// most specific range that names it (RFC 9110 §12.5.1): the type itself,
+// else its type/*, else */*; it is taken unless that range refuses it
+// with a weight of zero, so that "*/*, application/json;q=0" takes only
+// the event stream. Of two ranges equally specific, one that takes it
+// wins.
 func accepts(values []string) (jsonOK, sseOK bool) {
 	if len(values) == 0 {
 		return true, true
 	}
+	var json, sse preference
 	for _, v := range values {
 		for part := range strings.SplitSeq(v, ",") {
 			// A type without parameters, as almost every client writes
 			// it, is taken as it is; it is what ParseMediaType would
 			// return, without the map of parameters it builds.
-			mt := strings.TrimSpace(part)
+			mt, no := strings.TrimSpace(part), false
 			if !acceptedAsIs(mt) {
 				var params map[string]string
 				var err error
-				if mt, params, err = mime.ParseMediaType(mt); err != nil || refused(params["q"]) {
+				if mt, params, err = mime.ParseMediaType(mt); err != nil {
 					continue
 				}
+				no = refused(params["q"])
 			}
 			switch mt {
-			case "application/json", "application/*":
-				jsonOK = true
-			case "text/event-stream", "text/*":
-				sseOK = true
+			case "application/json":
+				json.offer(3, no)
+			case "application/*":
+				json.offer(2, no)
+			case "text/event-stream":
+				sse.offer(3, no)
+			case "text/*":
+				sse.offer(2, no)
 			case "*/*":
-				jsonOK, sseOK = true, true
+				json.offer(1, no)
+				sse.offer(1, no)
 			}
 		}
 	}
-	return jsonOK, sseOK
+	return json.taken(), sse.taken()
 }
+
+// preference is what an Accept header says of one answer form: how
+// specific the most specific range naming it is (0 for none), and whether
+// every range that specific refuses it.
+type preference struct {
+	specificity int
+	refused     bool
+}
+
+func (p *preference) offer(specificity int, refused bool) {
+	switch {
+	case specificity > p.specificity:
+		p.specificity, p.refused = specificity, refused
+	case specificity == p.specificity:
+		p.refused = p.refused && refused
+	}
+}
+
+func (p preference) taken() bool { return p.specificity > 0 && !p.refused }
 
 // acceptedAsIs reports whether an Accept member is one of the types
 // accepts knows, written without parameters, in the lower case that
