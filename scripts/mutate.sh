@@ -2171,6 +2171,12 @@ mutate front-accept-specific "a broad Accept range takes a form a more specific 
 	'json.offer(3, no)\n\t\t\t\tsse.offer(3, no)' \
 	-- ./internal/gateway/front/ 'TestAccepts'
 
+mutate front-name-not-string "a tools/call whose name is no string is refused for its headers (-32020), not its params" \
+	internal/gateway/front/mcp.go \
+	'if json\.Unmarshal\(m\.Params, &p\) != nil \|\| p\.Name == nil \{' \
+	'if _ = json.Unmarshal(m.Params, &p); p.Name == nil {' \
+	-- ./internal/gateway/front/ 'TestHeaderRules'
+
 mutate front-session-mac-reset "a reused MAC state carries the last session id into the next" \
 	internal/gateway/front/sessions.go \
 	'\tm\.Reset\(\)\n' \

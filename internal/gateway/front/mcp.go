@@ -384,8 +384,12 @@ func (x *exchange) headersAgree(m *jsonrpc.Message) (int, *jsonrpc.Error) {
 	switch {
 	case !ok:
 		return mismatch(`params._meta["io.modelcontextprotocol/protocolVersion"] is required`)
+	case len(h.Values(hdrProtocolVersion)) == 0:
+		return mismatch("the MCP-Protocol-Version header is missing")
 	case h.Get(hdrProtocolVersion) != metaV:
 		return mismatch("the MCP-Protocol-Version header does not match params._meta")
+	case len(h.Values(hdrMethod)) == 0:
+		return mismatch("the Mcp-Method header is missing")
 	case len(h.Values(hdrMethod)) != 1 || h.Get(hdrMethod) != m.Method:
 		return mismatch("the Mcp-Method header does not match the method")
 	}
@@ -393,8 +397,9 @@ func (x *exchange) headersAgree(m *jsonrpc.Message) (int, *jsonrpc.Error) {
 		var p struct {
 			URI *string `json:"uri"`
 		}
-		_ = json.Unmarshal(m.Params, &p)
-		if p.URI == nil {
+		// A uri that is no string leaves the header unjudged: the
+		// request is refused for its params (-32602), not its headers.
+		if json.Unmarshal(m.Params, &p) != nil || p.URI == nil {
 			return 0, nil
 		}
 		got, ok := decodeHeaderValue(h.Get(hdrName))
@@ -407,8 +412,7 @@ func (x *exchange) headersAgree(m *jsonrpc.Message) (int, *jsonrpc.Error) {
 		var p struct {
 			Name *string `json:"name"`
 		}
-		_ = json.Unmarshal(m.Params, &p)
-		if p.Name == nil {
+		if json.Unmarshal(m.Params, &p) != nil || p.Name == nil {
 			return 0, nil // the call is refused for its params, not its headers
 		}
 		got, ok := decodeHeaderValue(h.Get(hdrName))
