@@ -2177,6 +2177,18 @@ mutate front-name-not-string "a tools/call whose name is no string is refused fo
 	'if _ = json.Unmarshal(m.Params, &p); p.Name == nil {' \
 	-- ./internal/gateway/front/ 'TestHeaderRules'
 
+mutate front-stream-expiry "a GET notification stream outlives its session" \
+	internal/gateway/front/mcp.go \
+	'\t\tcase <-expired\.C:\n\t\t\treturn\n' \
+	'' \
+	-- ./internal/gateway/front/ 'TestStreamEndsWithSession'
+
+mutate front-revoked-elsewhere-streams "a session ended on another replica keeps its streams here" \
+	internal/gateway/front/sessions.go \
+	'\t\t\ts\.endStreams\(r\.Nonce\)\n' \
+	'' \
+	-- ./internal/gateway/front/ 'TestRevokedElsewhereEndsStreams'
+
 mutate front-session-mac-reset "a reused MAC state carries the last session id into the next" \
 	internal/gateway/front/sessions.go \
 	'\tm\.Reset\(\)\n' \

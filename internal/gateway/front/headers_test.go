@@ -2,8 +2,10 @@ package front_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcp-bastion/bastion/internal/gateway/config"
 )
@@ -71,5 +73,39 @@ func TestRateLimitedStream(t *testing.T) {
 	got := srv.serve(t, in, "")
 	if got.status != http.StatusTooManyRequests || got.header.Get("Retry-After") == "" {
 		t.Errorf("past the rate: HTTP %d, Retry-After %q: %q", got.status, got.header.Get("Retry-After"), got.body)
+	}
+}
+
+// TestStreamEndsWithSession: a GET notification stream ends when its
+// session expires, rather than holding its slot, and hearing of changes,
+// for an id no longer served.
+func TestStreamEndsWithSession(t *testing.T) {
+	cfg, err := config.Parse([]byte(fuzzConfig), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Below the configuration's minute, which would make a slow test: ids
+	// carry their time of issue in seconds, so this one lives 2 to 3 s.
+	cfg.Sessions.TTL = config.Duration(3 * time.Second)
+	srv := newFuzzFront(t, cfg)
+	sid := srv.initialize(t, "2025-11-25")
+	r := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/mcp", nil)
+	r.Host = fuzzPublicHost
+	r.Header.Set("Accept", "text/event-stream")
+	r.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	r.Header.Set("Mcp-Session-Id", sid)
+	rec := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.h.ServeHTTP(rec, r)
+	}()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the stream outlived its session by more than 12 s")
+	}
+	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "text/event-stream" {
+		t.Errorf("the stream was not opened: HTTP %d %q", rec.Code, rec.Body)
 	}
 }

@@ -873,10 +873,16 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.sessions.unstream(sess.nonce, ch)
+	// The stream ends with its session: past the id's lifetime it would
+	// hold a slot and hear of changes for an id no longer served.
+	expired := time.NewTimer(time.Until(sess.issued.Add(s.sessions.ttl)))
+	defer expired.Stop()
 	seen := s.newSeen(p)
 	ev := startEvents(w)
 	for {
 		select {
+		case <-expired.C:
+			return
 		case _, ok := <-ch.wake:
 			if !ok {
 				return

@@ -176,6 +176,8 @@ func (s *sessions) load(ctx context.Context, since time.Time) (time.Time, error)
 			if r.Owner != "" {
 				s.revokedBy[r.Owner]++
 			}
+			// Ended on another replica: its streams here end too.
+			s.endStreams(r.Nonce)
 		}
 	}
 	return next, nil
@@ -295,12 +297,18 @@ func (s *sessions) revoke(ctx context.Context, ss session, owner []byte) bool {
 		s.revoked[ss.nonce] = revocation{until: ss.issued.Add(s.ttl), owner: who}
 		s.revokedBy[who]++
 	}
-	for ch, principal := range s.streams[ss.nonce] {
+	s.endStreams(ss.nonce)
+	return true
+}
+
+// endStreams closes the notification streams of the session nonce, which
+// ended; s.mu is held.
+func (s *sessions) endStreams(nonce string) {
+	for ch, principal := range s.streams[nonce] {
 		close(ch.wake)
 		s.drop(principal)
 	}
-	delete(s.streams, ss.nonce)
-	return true
+	delete(s.streams, nonce)
 }
 
 // A notifier is one open notification stream. wake is a signal: it holds

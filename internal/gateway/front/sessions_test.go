@@ -111,6 +111,44 @@ func TestRevokeShareKeptInTheStore(t *testing.T) {
 	}
 }
 
+// TestRevokedElsewhereEndsStreams: a session ended on another replica
+// (read from the shared store) ends its streams here too, and frees their
+// slots, as a DELETE here does.
+func TestRevokedElsewhereEndsStreams(t *testing.T) {
+	store := &memRevocations{}
+	alice := ownerOf("static", "alice")
+	here := newSessions(make([]byte, 32), time.Hour, store)
+	there := newSessions(make([]byte, 32), time.Hour, store)
+	_, ss := here.mint("2025-11-25", alice, 0)
+	ch := here.stream(ss.nonce, "alice")
+	other := here.stream("another-session", "alice")
+	if ch == nil || other == nil {
+		t.Fatal("no stream")
+	}
+	if !there.revoke(t.Context(), ss, alice) {
+		t.Fatal("the revocation was refused")
+	}
+	if _, err := here.load(t.Context(), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case _, open := <-ch.wake:
+		if open {
+			t.Error("the stream was woken, not ended")
+		}
+	default:
+		t.Error("the stream of a session ended on another replica is still open")
+	}
+	select {
+	case <-other.wake:
+		t.Error("another session's stream ended too")
+	default:
+	}
+	if n := here.owned["alice"]; n != 1 {
+		t.Errorf("alice holds %d stream slots, want 1", n)
+	}
+}
+
 // memRevocations is a store of revocations in memory.
 type memRevocations struct {
 	mu sync.Mutex
