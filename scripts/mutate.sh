@@ -998,6 +998,18 @@ mutate gw-argument-schema-plain "arguments under a rule without a condition are 
 	'if !d.NeedsArgs {' \
 	-- "$gwpkg" 'TestInvokeValidatesArguments'
 
+mutate policy-member-check "a condition naming a member principal or tool does not have compiles" \
+	internal/gateway/policy/policy.go \
+	'if err := unknownField\(ast\.NativeRep\(\)\.Expr\(\)\); err != nil \{' \
+	'if err := unknownField(ast.NativeRep().Expr()); false && err != nil {' \
+	-- ./internal/gateway/policy 'TestCompileErrorsNameTheRule'
+
+mutate gw-condition-fault-log "a condition that cannot be decided denies without a word to the operator" \
+	internal/gateway/invoke.go \
+	'if d\.Fault == "" \{\n\t\treturn' \
+	'if true {\n\t\treturn' \
+	-- "$gwpkg" 'TestConditionFaultLogged'
+
 mutate gw-relay-codes "every downstream error code is relayed as the gateway's own" \
 	internal/gateway/invoke.go \
 	'case jsonrpc\.CodeParseError, jsonrpc\.CodeInvalidRequest, jsonrpc\.CodeMethodNotFound, jsonrpc\.CodeInvalidParams, jsonrpc\.CodeInternalError:' \

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -200,6 +201,37 @@ func TestInvokeValidatesArguments(t *testing.T) {
 	var ge *Error
 	if _, err := g.Invoke(t.Context(), Call{Name: "s.t", Arguments: jsontext.Value(`{"n":"1"}`)}); !errors.As(err, &ge) || ge.Code != CodeUnauthorized {
 		t.Errorf("a caller the policy refuses: %v, want %d", err, CodeUnauthorized)
+	}
+}
+
+// TestConditionFaultLogged: a call refused because its rule's condition
+// could not be decided is logged for the operator at warn, by rule and
+// tool, without what the evaluation said or any argument's value.
+func TestConditionFaultLogged(t *testing.T) {
+	cat := pinned(t).catalog
+	_ = cat.Update(catalog.Server{Name: "s"}, []jsontext.Value{jsontext.Value(`{"name":"t","inputSchema":{"type":"object"}}`)})
+	pol, err := policy.Compile([]policy.Rule{{ID: "small", Tools: []string{"*"}, Roles: []string{"*"}, When: `args.amount <= 100.0`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	g := &Gateway{catalog: cat, servers: map[string]*downstream{}, policy: pol, audit: audit.New(io.Discard),
+		log: slog.New(slog.NewJSONHandler(&logged, nil))}
+	var ge *Error
+	if _, err := g.Invoke(t.Context(), Call{Name: "s.t", Arguments: jsontext.Value(`{"amount":"secret-value"}`)}); !errors.As(err, &ge) || ge.Code != CodeUnauthorized {
+		t.Fatalf("%v, want %d", err, CodeUnauthorized)
+	}
+	line := logged.String()
+	if !strings.Contains(line, `"level":"WARN"`) || !strings.Contains(line, `"rule":"small"`) || !strings.Contains(line, `"name":"s.t"`) ||
+		!strings.Contains(line, `"condition":"an error"`) || strings.Contains(line, "secret-value") {
+		t.Errorf("logged %q", line)
+	}
+	logged.Reset()
+	if _, err := g.Invoke(t.Context(), Call{Name: "s.t", Arguments: jsontext.Value(`{"amount":500}`)}); !errors.As(err, &ge) {
+		t.Fatalf("%v, want a refusal", err)
+	}
+	if logged.Len() != 0 {
+		t.Errorf("a condition that is false was logged as a fault: %q", logged.String())
 	}
 }
 

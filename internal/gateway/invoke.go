@@ -226,6 +226,7 @@ func (g *Gateway) Invoke(ctx context.Context, c Call) (res *Result, err error) {
 	}
 	g.metrics.Decision(d.Rule, d.Allow)
 	if !d.Allow {
+		g.conditionFault(c.RequestID, d, t.Qualified)
 		ev.Outcome, ev.Reason, ev.Code = audit.Deny, d.Reason, CodeUnauthorized
 		g.audit.Record(ev)
 		return nil, unauthorized(t.Qualified, d, c.Principal.Roles)
@@ -317,6 +318,19 @@ func (g *Gateway) decide(c Call, t *catalog.Tool) (policy.Decision, error) {
 		_ = json.Unmarshal(t.Annotations, &pc.Annotations)
 	}
 	return g.policy.Decide(c.Principal.Policy(), pc), nil
+}
+
+// conditionFault logs a call refused because its rule's condition could
+// not be decided (d.Fault): a condition that fails on every call is a
+// mistake in the rule, which the operator must be able to see. It names
+// the rule and what was called, never what the evaluation said, which may
+// hold argument values.
+func (g *Gateway) conditionFault(requestID string, d policy.Decision, name string) {
+	if d.Fault == "" {
+		return
+	}
+	g.log.Warn("a policy condition could not be decided; the call is refused", slog.String("request_id", requestID),
+		slog.String("rule", d.Rule), slog.String("name", name), slog.String("condition", d.Fault))
 }
 
 // unauthorized is the -32001 of a call the deciding rule refused.

@@ -114,6 +114,7 @@ func (g *Gateway) GetPrompt(ctx context.Context, c PromptGet) (*PromptResult, er
 	}
 	ev.Rule = d.Rule
 	g.metrics.Decision(d.Rule, d.Allow)
+	g.conditionFault(c.RequestID, d, p.Qualified)
 	switch {
 	case !d.Allow && !d.NeedsArgs:
 		// Refused before the arguments are judged: a caller refused the

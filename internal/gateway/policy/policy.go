@@ -20,9 +20,13 @@ package policy
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/types"
 
 	"github.com/mcp-bastion/bastion/internal/glob"
 )
@@ -95,6 +99,12 @@ type Decision struct {
 	// Reason says why a call was denied: "no_rule", "role" or
 	// "condition" (false, an error, or not a boolean).
 	Reason string
+	// Fault says why the condition could not be decided, "" when it
+	// could: "an error" or "not a boolean". Such a call is denied; the
+	// gateway logs it, since a condition that fails on every call is a
+	// mistake in the rule. It never quotes the evaluation's message,
+	// which may hold argument values.
+	Fault string
 	// Literal: the deciding rule named the resource's URI itself, with
 	// no wildcard — a decision no other reading of the URI overrides.
 	Literal bool
@@ -231,7 +241,57 @@ func compileCondition(env *cel.Env, src string) (cel.Program, error) {
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("the condition is of type %s, not bool", t)
 	}
+	if err := unknownField(ast.NativeRep().Expr()); err != nil {
+		return nil, err
+	}
 	return env.Program(ast, cel.CostLimit(costLimit))
+}
+
+// varFields are the members of a condition's principal and tool (as
+// Decide makes them). They are declared as maps, so the type check cannot
+// tell principal.rolez from principal.roles; a condition that names a
+// member they do not have would fail on every call, and is refused here,
+// when the policy is compiled, rather than found in production.
+var varFields = map[string][]string{
+	"principal": {"subject", "issuer", "roles", "claims"},
+	"tool":      {"kind", "qualified", "server", "name", "annotations"},
+}
+
+// unknownField finds, in a condition, a member of principal or tool
+// named by a select (principal.x, has(principal.x)) or by an index with a
+// literal string (principal["x"]) that they do not have.
+func unknownField(e celast.Expr) error {
+	var err error
+	celast.PreOrderVisit(e, celast.NewExprVisitor(func(e celast.Expr) {
+		if err != nil {
+			return
+		}
+		var operand celast.Expr
+		var field string
+		switch e.Kind() {
+		case celast.SelectKind:
+			operand, field = e.AsSelect().Operand(), e.AsSelect().FieldName()
+		case celast.CallKind:
+			c := e.AsCall()
+			if c.FunctionName() != operators.Index || len(c.Args()) != 2 || c.Args()[1].Kind() != celast.LiteralKind {
+				return
+			}
+			s, ok := c.Args()[1].AsLiteral().(types.String)
+			if !ok {
+				return
+			}
+			operand, field = c.Args()[0], string(s)
+		default:
+			return
+		}
+		if operand.Kind() != celast.IdentKind {
+			return
+		}
+		if known, ok := varFields[operand.AsIdent()]; ok && !slices.Contains(known, field) {
+			err = fmt.Errorf("%s has no member %q (it has %s)", operand.AsIdent(), field, strings.Join(known, ", "))
+		}
+	}))
+	return err
 }
 
 // Decide decides c for p. Called with c.Args nil, it decides what the
@@ -265,15 +325,19 @@ func (pol *Policy) Decide(p Principal, c Call) Decision {
 		"tool":      map[string]any{"kind": kindName(c.Kind), "qualified": c.Qualified, "server": c.Server, "name": c.Name, "annotations": orEmpty(c.Annotations)},
 		"args":      c.Args,
 	})
-	if err != nil {
-		d.Reason = ReasonCondition
-		return d
-	}
-	if b, ok := out.Value().(bool); ok && b {
-		d.Allow = true
-		return d
-	}
 	d.Reason = ReasonCondition
+	if err != nil {
+		d.Fault = "an error"
+		return d
+	}
+	b, ok := out.Value().(bool)
+	if !ok {
+		d.Fault = "not a boolean"
+		return d
+	}
+	if b {
+		d.Allow, d.Reason = true, ""
+	}
 	return d
 }
 

@@ -140,11 +140,61 @@ func TestCompileErrorsNameTheRule(t *testing.T) {
 		{[]Rule{{ID: "r", Tools: []string{"*"}}}, `rule "r": roles must`},
 		{[]Rule{{ID: "r", Tools: []string{"*"}, Roles: []string{"a,b"}}}, `rule "r": role "a,b"`},
 		{[]Rule{{ID: "r", Tools: []string{" x"}, Roles: []string{"*"}}}, `rule "r": a tool pattern`},
+		{[]Rule{{ID: "typo", Tools: []string{"*"}, Roles: []string{"*"}, When: `'admin' in principal.rolez || true`}}, `rule "typo": when: principal has no member "rolez"`},
+		{[]Rule{{ID: "typo", Tools: []string{"*"}, Roles: []string{"*"}, When: `tool.nmae == "x"`}}, `rule "typo": when: tool has no member "nmae"`},
+		{[]Rule{{ID: "typo", Tools: []string{"*"}, Roles: []string{"*"}, When: `principal["subjet"] == "x"`}}, `rule "typo": when: principal has no member "subjet"`},
+		{[]Rule{{ID: "typo", Tools: []string{"*"}, Roles: []string{"*"}, When: `has(tool.annotation.x)`}}, `rule "typo": when: tool has no member "annotation"`},
 	} {
 		_, err := Compile(tc.rules)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Compile(%+v) = %v, want %q", tc.rules, err, tc.want)
 		}
+	}
+}
+
+// TestConditionMembers: a condition may name every member of principal
+// and tool, any member of their claims and annotations, and any argument.
+func TestConditionMembers(t *testing.T) {
+	for _, when := range []string{
+		`principal.subject != "" && principal.issuer != "" && size(principal.roles) >= 0 && principal.claims.x == 1`,
+		`tool.kind == "tool" && tool.qualified != "" && tool.server != "" && tool.name != "" && tool.annotations.y == true`,
+		`has(principal.claims.tier) && principal["roles"] != [] && args.anything == 1 && args["rolez"] == 2`,
+		`[1].exists(x, x == 1)`,
+	} {
+		if _, err := Compile([]Rule{{ID: "r", Tools: []string{"*"}, Roles: []string{"*"}, When: when}}); err != nil {
+			t.Errorf("%s: %v", when, err)
+		}
+	}
+}
+
+// TestConditionFault: a condition that cannot be decided denies, and says
+// why without quoting what the evaluation said.
+func TestConditionFault(t *testing.T) {
+	pol, err := Compile([]Rule{
+		{ID: "missing", Tools: []string{"s.missing"}, Roles: []string{"*"}, When: `args.amount <= 100.0`},
+		{ID: "number", Tools: []string{"s.number"}, Roles: []string{"*"}, When: `args.amount`},
+		{ID: "false", Tools: []string{"s.false"}, Roles: []string{"*"}, When: `args.amount <= 100.0`},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Principal{Subject: "u", Roles: []string{"r"}}
+	for _, tc := range []struct {
+		name  string
+		args  map[string]any
+		fault string
+	}{
+		{"s.missing", map[string]any{"other": "secret-value"}, "an error"},
+		{"s.number", map[string]any{"amount": 5.0}, "not a boolean"},
+		{"s.false", map[string]any{"amount": 500.0}, ""},
+	} {
+		d := pol.Decide(p, Call{Kind: KindTool, Qualified: tc.name, Args: tc.args})
+		if d.Allow || d.Reason != ReasonCondition || d.Fault != tc.fault {
+			t.Errorf("%s: %+v, want a denial for its condition with fault %q", tc.name, d, tc.fault)
+		}
+	}
+	if d := pol.Decide(p, Call{Kind: KindTool, Qualified: "s.false", Args: map[string]any{"amount": 5.0}}); !d.Allow || d.Reason != "" || d.Fault != "" {
+		t.Errorf("a condition that holds: %+v", d)
 	}
 }
 
