@@ -29,7 +29,7 @@ bench: ## micro-benchmarks, libpg_query's C floor, the whole-process load compar
 	bench/run-load.sh
 	bench/run-gateway-load.sh
 
-demo: ## run bastion serve on the embedded default and show a real exchange
+demo: ## run bastion serve on the embedded default, then bastion gateway in front of it and examples/refund
 	scripts/demo.sh
 
 check: lint test ## everything CI runs
