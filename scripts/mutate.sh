@@ -2201,6 +2201,30 @@ mutate front-revoked-elsewhere-streams "a session ended on another replica keeps
 	'' \
 	-- ./internal/gateway/front/ 'TestRevokedElsewhereEndsStreams'
 
+mutate front-session-id-twice "a POST with two session ids is served on the first" \
+	internal/gateway/front/mcp.go \
+	'\tif len\(r\.Header\.Values\(hdrSessionID\)\) > 1 \{\n\t\treturn invalid' \
+	'\tif false {\n\t\treturn invalid' \
+	-- ./internal/gateway/front/ 'TestHeadersGivenTwice'
+
+mutate front-stream-session-id-twice "a GET or DELETE with two session ids acts on the first" \
+	internal/gateway/front/mcp.go \
+	'\tif len\(r\.Header\.Values\(hdrSessionID\)\) > 1 \{\n\t\thttp\.Error' \
+	'\tif false {\n\t\thttp.Error' \
+	-- ./internal/gateway/front/ 'TestHeadersGivenTwice'
+
+mutate front-content-type-twice "a body of two declared types is read as the first" \
+	internal/gateway/front/mcp.go \
+	' \|\| len\(r\.Header\.Values\("Content-Type"\)\) > 1 \{' \
+	' {' \
+	-- ./internal/gateway/front/ 'TestHeadersGivenTwice'
+
+mutate front-origin-twice "a request with two Origins is judged by the first" \
+	internal/gateway/front/front.go \
+	'len\(origins\) > 1 \|\| ' \
+	'' \
+	-- ./internal/gateway/front/ 'TestHeadersGivenTwice'
+
 mutate front-session-mac-reset "a reused MAC state carries the last session id into the next" \
 	internal/gateway/front/sessions.go \
 	'\tm\.Reset\(\)\n' \

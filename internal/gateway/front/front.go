@@ -322,7 +322,9 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			http.Error(w, "Forbidden: Host is not this gateway's public address ("+s.allowed.public+")", http.StatusForbidden)
 			return
 		}
-		if o := r.Header.Get("Origin"); o != "" && asciiLower(o) != s.allowed.origin {
+		// A browser sends one Origin; of two, a check of the first
+		// would pass a request whose second names a foreign page.
+		if origins := r.Header.Values("Origin"); len(origins) > 1 || len(origins) == 1 && origins[0] != "" && asciiLower(origins[0]) != s.allowed.origin {
 			s.log.Warn("request refused: Origin is not the gateway's", slog.String("remote", r.RemoteAddr))
 			http.Error(w, "Forbidden: Origin is not this gateway's ("+s.allowed.origin+")", http.StatusForbidden)
 			return

@@ -1,6 +1,8 @@
 package front_test
 
 import (
+	"context"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -107,5 +109,60 @@ func TestStreamEndsWithSession(t *testing.T) {
 	}
 	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "text/event-stream" {
 		t.Errorf("the stream was not opened: HTTP %d %q", rec.Code, rec.Body)
+	}
+}
+
+// TestHeadersGivenTwice: a header read as one value is refused when it
+// comes twice, so that no reader of the other copy (an intermediary, a
+// downstream, a later check) sees another request than the gateway
+// judged: the session id on each method, the body's type, the Origin.
+func TestHeadersGivenTwice(t *testing.T) {
+	cfg, err := config.Parse([]byte(fuzzConfig), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newFuzzFront(t, cfg)
+	list := legacyReq("1", "tools/list", "")
+	own := "https://" + fuzzPublicHost
+	for _, tc := range []struct {
+		name, method, body string
+		header             func(sid, other string) http.Header
+		status             int
+	}{
+		{"a POST's session id", http.MethodPost, list, func(sid, other string) http.Header { return http.Header{"Mcp-Session-Id": {sid, other}} }, http.StatusBadRequest},
+		{"a GET's session id", http.MethodGet, "", func(sid, other string) http.Header { return http.Header{"Mcp-Session-Id": {sid, other}} }, http.StatusBadRequest},
+		{"a DELETE's session id", http.MethodDelete, "", func(sid, other string) http.Header { return http.Header{"Mcp-Session-Id": {sid, other}} }, http.StatusBadRequest},
+		{"the body's type", http.MethodPost, list, func(sid, _ string) http.Header {
+			return http.Header{"Mcp-Session-Id": {sid}, "Content-Type": {ctJSON, "text/plain"}}
+		}, http.StatusUnsupportedMediaType},
+		{"an empty Origin, then a foreign one", http.MethodPost, list, func(sid, _ string) http.Header {
+			return http.Header{"Mcp-Session-Id": {sid}, "Origin": {"", "https://evil.example"}}
+		}, http.StatusForbidden},
+		{"the gateway's own Origin", http.MethodPost, list, func(sid, _ string) http.Header {
+			return http.Header{"Mcp-Session-Id": {sid}, "Origin": {own, own}}
+		}, http.StatusForbidden},
+		{"once each, as a control", http.MethodPost, list, func(sid, _ string) http.Header {
+			return http.Header{"Mcp-Session-Id": {sid}, "Origin": {own}}
+		}, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sid, other := srv.initialize(t, "2025-11-25"), srv.initialize(t, "2025-11-25")
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			r := httptest.NewRequestWithContext(ctx, tc.method, "/mcp", strings.NewReader(tc.body))
+			r.Host = fuzzPublicHost
+			r.Header.Set("Content-Type", ctJSON)
+			r.Header.Set("Accept", acceptBoth)
+			if tc.method == http.MethodGet {
+				r.Header.Set("Accept", "text/event-stream")
+			}
+			r.Header.Set("MCP-Protocol-Version", "2025-11-25")
+			maps.Copy(r.Header, tc.header(sid, other))
+			rec := httptest.NewRecorder()
+			srv.h.ServeHTTP(cancelOnFlush{rec, cancel}, r)
+			if rec.Code != tc.status {
+				t.Errorf("HTTP %d %q, want %d", rec.Code, rec.Body, tc.status)
+			}
+		})
 	}
 }

@@ -102,7 +102,9 @@ func writeError(w http.ResponseWriter, status int, e *jsonrpc.Error, notificatio
 // method label).
 func (s *Server) post(w http.ResponseWriter, r *http.Request) *exchange {
 	x := &exchange{s: s, r: r, method: "(unread)", rid: requestID()}
-	if ct, err := mcp.MediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
+	// One Content-Type: a reader of another copy would read the body as
+	// something else.
+	if ct, err := mcp.MediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" || len(r.Header.Values("Content-Type")) > 1 {
 		writeError(w, http.StatusUnsupportedMediaType, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: "Invalid request: the body must be application/json"}, false)
 		return x
@@ -309,6 +311,9 @@ func (x *exchange) era(f jsonrpc.Frame) (int, *jsonrpc.Error, bool) {
 	// of the header than the gateway would see another era.
 	if len(r.Header.Values(hdrProtocolVersion)) > 1 {
 		return invalid("MCP-Protocol-Version is given more than once")
+	}
+	if len(r.Header.Values(hdrSessionID)) > 1 {
+		return invalid("Mcp-Session-Id is given more than once")
 	}
 	if !f.Batch && first != nil && first.Method == "initialize" && first.Kind == jsonrpc.KindRequest {
 		if hv != "" && !mcp.IsLegacy(hv) && !mcp.IsModern(hv) {
@@ -1077,11 +1082,16 @@ func (e events) send(msg []byte) {
 
 // sessionVersionHeader checks a GET's or a DELETE's MCP-Protocol-Version
 // as a session's POST is checked: at most once, and a session-era
-// version when present; it answers 400 and reports false otherwise.
+// version when present; and its Mcp-Session-Id at most once. It answers
+// 400 and reports false otherwise.
 func sessionVersionHeader(w http.ResponseWriter, r *http.Request) bool {
 	vs := r.Header.Values(hdrProtocolVersion)
 	if len(vs) > 1 || (len(vs) == 1 && !mcp.IsLegacy(vs[0])) {
 		http.Error(w, "Bad Request: MCP-Protocol-Version must name one session-era protocol version", http.StatusBadRequest)
+		return false
+	}
+	if len(r.Header.Values(hdrSessionID)) > 1 {
+		http.Error(w, "Bad Request: Mcp-Session-Id is given more than once", http.StatusBadRequest)
 		return false
 	}
 	return true
