@@ -883,6 +883,16 @@ func TestGatewayCheckAndStart(t *testing.T) {
 			t.Errorf("--check of the command %s: exit %d: %s", command, code, errOut)
 		}
 	}
+	// A bare name is looked up on PATH only, as a shell does; when a file
+	// of that name sits in the server's directory, --check says how to
+	// name it.
+	bare := filepath.Join(dir, "bare.yaml")
+	if err := os.WriteFile(bare, []byte(fmt.Sprintf("auth:\n  tokens_env: E2E_TOKENS\n%sservers:\n  - name: fx\n    command: [gateway.yaml]\n    dir: %q\n", authPolicy, dir)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runBastion(t, env, "gateway", "--check", "--config", bare); code != 2 || !strings.Contains(errOut, "gateway.yaml is not on PATH (for the file in the server's directory, write ./gateway.yaml)") {
+		t.Errorf("--check of a bare name that is a file here: exit %d: %s", code, errOut)
+	}
 	_, errOut, code := runBastion(t, env, "gateway", "--config", path)
 	if code != 1 || !strings.Contains(errOut, "bastion gateway: listen:") || strings.Contains(errOut, "gateway listening") {
 		t.Errorf("a port in use: exit %d: %s", code, errOut)

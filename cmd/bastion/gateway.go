@@ -370,7 +370,17 @@ func missingCommands(cfg *gwconfig.Config, getenv func(string) (string, bool)) [
 		if !strings.Contains(name, "/") {
 			path, _ := getenv("PATH")
 			if !onPath(name, path) {
-				out = append(out, fmt.Sprintf("%s: %s is not on PATH", where, name))
+				msg := fmt.Sprintf("%s: %s is not on PATH", where, name)
+				// A name without a slash is only looked up on PATH, as a
+				// shell does: a file of that name here is not it.
+				dir := s.Dir
+				if dir == "" {
+					dir, _ = os.Getwd()
+				}
+				if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && !fi.IsDir() {
+					msg += fmt.Sprintf(" (for the file in the server's directory, write ./%s)", name)
+				}
+				out = append(out, msg)
 			}
 			continue
 		}
