@@ -101,9 +101,13 @@ func TestCheckAndVersion(t *testing.T) {
 	if code != 2 {
 		t.Fatalf("unknown command exit %d", code)
 	}
-	_, _, code = runBastion(t, baseEnv(), "serve", "--nope")
-	if code != 2 {
-		t.Fatalf("unknown flag exit %d", code)
+	// A mistake in the flags gets the error and where the help is, not
+	// the whole help under which the error would be lost.
+	for _, cmd := range []string{"serve", "gateway", "admit", "version"} {
+		_, errOut, code := runBastion(t, baseEnv(), cmd, "--nope")
+		if code != 2 || !strings.Contains(errOut, "-nope") || !strings.Contains(errOut, "bastion "+cmd+" --help") || strings.Count(errOut, "\n") > 2 {
+			t.Errorf("bastion %s --nope: exit %d, %q", cmd, code, errOut)
+		}
 	}
 	for _, args := range [][]string{{"version", "--bogus"}, {"version", "extra"}, {"version", "--", "--help"}, {"serve", "--", "--help"}} {
 		if _, _, code := runBastion(t, baseEnv(), args...); code != 2 {

@@ -2225,6 +2225,12 @@ mutate front-origin-twice "a request with two Origins is judged by the first" \
 	'' \
 	-- ./internal/gateway/front/ 'TestHeadersGivenTwice'
 
+mutate cli-flag-hint "a mistake in the flags is answered with the whole help, the error buried above it" \
+	cmd/bastion/run.go \
+	'\tfs\.Usage = func\(\) \{\}\n' \
+	'\tfs.Usage = full\n' \
+	-- "$e2epkg" 'TestCheckAndVersion'
+
 mutate front-session-mac-reset "a reused MAC state carries the last session id into the next" \
 	internal/gateway/front/sessions.go \
 	'\tm\.Reset\(\)\n' \

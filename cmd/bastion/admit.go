@@ -92,8 +92,11 @@ func admitCmd(ctx context.Context, args []string, e env) int {
 	by := fs.String("by", "", "the reviewer's name")
 	asJSON := fs.Bool("json", false, "review list as JSON")
 	fs.Usage = func() { fmt.Fprint(e.stderr, admitUsage) }
-	fs.SetOutput(e.stderr)
-	pos, err := parseInterleaved(fs, args)
+	var pos []string
+	err := parseWithHint(fs, func(fs *flag.FlagSet) (err error) {
+		pos, err = parseInterleaved(fs, args)
+		return err
+	}, e)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK

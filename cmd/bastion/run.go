@@ -87,8 +87,7 @@ func run(ctx context.Context, args []string, e env) int {
 // parseFlags parses a subcommand's flags. It reports whether to go on and,
 // if not, the exit code.
 func parseFlags(fs *flag.FlagSet, args []string, e env) (bool, int) {
-	fs.SetOutput(e.stderr)
-	if err := fs.Parse(args); err != nil {
+	if err := parseWithHint(fs, func(fs *flag.FlagSet) error { return fs.Parse(args) }, e); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return false, exitOK
 		}
@@ -99,4 +98,23 @@ func parseFlags(fs *flag.FlagSet, args []string, e env) (bool, int) {
 		return false, exitUsage
 	}
 	return true, exitOK
+}
+
+// parseWithHint runs parse on fs with fs's errors to stderr. A mistake
+// in the flags is answered with the error and where the help is, not with
+// the whole help, which would bury the error under it; -h and --help
+// still get the whole help.
+func parseWithHint(fs *flag.FlagSet, parse func(*flag.FlagSet) error, e env) error {
+	fs.SetOutput(e.stderr)
+	full := fs.Usage
+	fs.Usage = func() {}
+	defer func() { fs.Usage = full }()
+	err := parse(fs)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		full()
+	case err != nil:
+		fmt.Fprintf(e.stderr, "Run 'bastion %s --help' for its usage.\n", fs.Name())
+	}
+	return err
 }
