@@ -62,8 +62,8 @@ func ParseBearer(h string) (string, error) {
 	if h == "" {
 		return "", missing("no bearer token")
 	}
-	scheme, rest, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	scheme, rest, _ := strings.Cut(h, " ")
+	if !strings.EqualFold(scheme, "Bearer") {
 		return "", invalid("the Authorization scheme is not Bearer")
 	}
 	tok := strings.TrimLeft(rest, " ")

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -51,6 +52,21 @@ func TestParseBearer(t *testing.T) {
 		var e *Error
 		if err == nil || !errorsAs(err, &e) || e.Presented != tc.presented {
 			t.Errorf("ParseBearer(%q) = %q, %v; want a failure with presented=%v", tc.h, tok, err, tc.presented)
+		}
+	}
+}
+
+// TestParseBearerReasons: the reason a refused header is given names
+// what is wrong with it.
+func TestParseBearerReasons(t *testing.T) {
+	for h, want := range map[string]string{
+		"Bearer": "the bearer token is empty", "bearer   ": "the bearer token is empty",
+		"Basic abc": "the Authorization scheme is not Bearer", "Bearerabc": "the Authorization scheme is not Bearer",
+		"Bearer a b": "the bearer token is malformed",
+	} {
+		var ae *Error
+		if _, err := ParseBearer(h); !errors.As(err, &ae) || ae.Reason != want || !ae.Presented {
+			t.Errorf("ParseBearer(%q): %v, want %q", h, err, want)
 		}
 	}
 }
