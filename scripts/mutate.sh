@@ -2231,6 +2231,12 @@ mutate cli-flag-hint "a mistake in the flags is answered with the whole help, th
 	'\tfs.Usage = full\n' \
 	-- "$e2epkg" 'TestCheckAndVersion'
 
+mutate config-value-line "an error in a value does not say its line" \
+	internal/gateway/config/config.go \
+	'Line: lineOf\(v\.lines, path\), ' \
+	'' \
+	-- ./internal/gateway/config 'TestErrorsGiveTheLine'
+
 mutate front-session-mac-reset "a reused MAC state carries the last session id into the next" \
 	internal/gateway/front/sessions.go \
 	'\tm\.Reset\(\)\n' \

@@ -388,9 +388,11 @@ func parse(data []byte, getenv func(string) (string, bool), offline bool) (*Conf
 
 func parseWith(data []byte, v *validator) (*Config, error) {
 	c := &Config{}
-	if err := parseYAML(data, c); err != nil {
+	lines, err := parseYAML(data, c)
+	if err != nil {
 		return nil, err
 	}
+	v.lines = lines
 	c.defaults()
 	v.check(c)
 	if len(v.errs) > 0 {
@@ -506,10 +508,12 @@ type validator struct {
 	offline bool
 	getenv  func(string) (string, bool)
 	errs    []error
+	// lines are the file's line of each key path (parseYAML).
+	lines map[string]int
 }
 
 func (v *validator) fail(path, format string, args ...any) {
-	v.errs = append(v.errs, &Error{Path: path, Msg: fmt.Sprintf(format, args...)})
+	v.errs = append(v.errs, &Error{Path: path, Line: lineOf(v.lines, path), Msg: fmt.Sprintf(format, args...)})
 }
 
 // serverName is the syntax of a server name: no dots, so that a

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -148,12 +149,43 @@ func TestErrorsNameTheKey(t *testing.T) {
 			if strings.Contains(err.Error(), "tok-secret-1") {
 				t.Errorf("the error quotes a token: %v", err)
 			}
+			// The lines are TestErrorsGiveTheLine's; here, the paths and
+			// what is said of them.
 			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
+				msg := err.Error()
+				if !strings.Contains(w, "(line ") {
+					msg = lineNote.ReplaceAllString(msg, "")
+				}
+				if !strings.Contains(msg, w) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
 			}
 		})
+	}
+}
+
+var lineNote = regexp.MustCompile(` \(line \d+\)`)
+
+// TestErrorsGiveTheLine: an error the validator finds in a value says the
+// line of that value, or of the nearest key above it the file holds; a
+// key the file leaves out has none.
+func TestErrorsGiveTheLine(t *testing.T) {
+	for _, tc := range []struct {
+		yaml, want string
+	}{
+		{"servers:\n  - name: a\n    command: [x]\nlisten: 8080\n", "listen (line 4): "},
+		{"servers:\n  - name: a\n    command: [x]\nadmission:\n  first_use: reveiw\n", "admission.first_use (line 5): "},
+		{"servers:\n  - name: a\n    command: [x]\n  - name: Bad.Name\n    command: [y]\n", "servers[1].name (line 4): "},
+		{"servers:\n  - name: a\n    command: [x]\npolicy:\n  rules:\n    - id: r\n      tools: [\"*\"]\n", `policy.rules (line 5): rule "r": roles must`},
+		{"servers: []\n", "servers (line 1): "},
+	} {
+		_, err := Parse([]byte(tc.yaml), env(nil))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+	if _, err := Parse([]byte("auth: {mode: none}\n"), env(nil)); err == nil || !strings.Contains(err.Error(), "servers: ") {
+		t.Errorf("a key the file leaves out: %v, want no line", err)
 	}
 }
 

@@ -28,29 +28,71 @@ type scalar interface {
 
 // parseYAML decodes data, one YAML document, strictly into dst (a pointer
 // to a struct). Errors are *Error values, joined.
-func parseYAML(data []byte, dst any) error {
+func parseYAML(data []byte, dst any) (map[string]int, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return &Error{Path: "", Msg: "the file is empty"}
+			return nil, &Error{Path: "", Msg: "the file is empty"}
 		}
-		return &Error{Path: "", Msg: "not valid YAML: " + yamlMessage(err)}
+		return nil, &Error{Path: "", Msg: "not valid YAML: " + yamlMessage(err)}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return &Error{Path: "", Msg: "the file holds more than one YAML document"}
+		return nil, &Error{Path: "", Msg: "the file holds more than one YAML document"}
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode {
 		if len(root.Content) != 1 {
-			return &Error{Path: "", Msg: "the file is empty"}
+			return nil, &Error{Path: "", Msg: "the file is empty"}
 		}
 		root = root.Content[0]
 	}
 	var errs []error
 	decodeNode("", root, reflect.ValueOf(dst).Elem(), &errs)
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	lines := map[string]int{}
+	nodeLines("", root, lines)
+	return lines, nil
+}
+
+// nodeLines records the line of every key path of n (as decodeNode and
+// the validator spell them: a.b, a[0]), so that an error the validator
+// finds in a value says where the value is.
+func nodeLines(path string, n *yaml.Node, lines map[string]int) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			kp := join(path, n.Content[i].Value)
+			lines[kp] = n.Content[i].Line // the key's: a list's items start below it
+			nodeLines(kp, n.Content[i+1], lines)
+		}
+	case yaml.SequenceNode:
+		for i, item := range n.Content {
+			ip := fmt.Sprintf("%s[%d]", path, i)
+			lines[ip] = item.Line
+			nodeLines(ip, item, lines)
+		}
+	}
+}
+
+// lineOf is the line of path, or of the nearest key above it that the
+// file holds (a key the file leaves out, such as one a default fills, has
+// none); 0 when none is known.
+func lineOf(lines map[string]int, path string) int {
+	for path != "" {
+		if l, ok := lines[path]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			return 0
+		}
+		path = path[:i]
+	}
+	return 0
 }
 
 // yamlMessage strips the package prefix from a parse error.
