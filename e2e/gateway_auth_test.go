@@ -893,6 +893,13 @@ func TestGatewayCheckAndStart(t *testing.T) {
 	if _, errOut, code := runBastion(t, env, "gateway", "--check", "--config", bare); code != 2 || !strings.Contains(errOut, "gateway.yaml is not on PATH (for the file in the server's directory, write ./gateway.yaml)") {
 		t.Errorf("--check of a bare name that is a file here: exit %d: %s", code, errOut)
 	}
+	// What the file alone cannot tell is said at once, under one heading:
+	// the session key the environment lacks and the command not found.
+	noKey := baseEnv("E2E_TOKENS=" + tokensEnv())
+	if _, errOut, code := runBastion(t, noKey, "gateway", "--check", "--config", bare); code != 2 ||
+		!strings.Contains(errOut, "invalid configuration:\n  MCP_GATEWAY_SESSION_KEY: not set") || !strings.Contains(errOut, "\n  servers[0].command[0]: ") {
+		t.Errorf("--check without a session key, of a command not found: exit %d: %s", code, errOut)
+	}
 	_, errOut, code := runBastion(t, env, "gateway", "--config", path)
 	if code != 1 || !strings.Contains(errOut, "bastion gateway: listen:") || strings.Contains(errOut, "gateway listening") {
 		t.Errorf("a port in use: exit %d: %s", code, errOut)

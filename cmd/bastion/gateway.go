@@ -119,23 +119,27 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 		}
 		return exitUsage
 	}
+	// What the file alone cannot tell, said together, as the file's own
+	// errors are.
+	var problems []string
 	key, keyErr := sessionKey(cfg, getenv)
 	if keyErr != nil && !*stdioMode {
-		fmt.Fprintf(e.stderr, "bastion gateway: %v\n", keyErr)
-		return exitUsage
+		problems = append(problems, keyErr.Error())
 	}
 	if *stdioMode && cfg.Auth.StdioPrincipal == nil && !cfg.Anonymous() {
-		fmt.Fprintln(e.stderr, "bastion gateway: --stdio needs auth.stdio_principal: who its one client is (or auth mode none)")
+		problems = append(problems, "auth.stdio_principal: --stdio needs auth.stdio_principal: who its one client is (or auth mode none)")
+	}
+	if *check {
+		problems = append(problems, missingCommands(cfg, getenv)...)
+	}
+	if len(problems) > 0 {
+		fmt.Fprintln(e.stderr, "bastion gateway: invalid configuration:")
+		for _, m := range problems {
+			fmt.Fprintf(e.stderr, "  %s\n", m)
+		}
 		return exitUsage
 	}
 	if *check {
-		if missing := missingCommands(cfg, getenv); len(missing) > 0 {
-			fmt.Fprintln(e.stderr, "bastion gateway: invalid configuration:")
-			for _, m := range missing {
-				fmt.Fprintf(e.stderr, "  %s\n", m)
-			}
-			return exitUsage
-		}
 		fmt.Fprintf(e.stderr, "bastion gateway: configuration OK (%s: %s)\n", plural(len(cfg.Servers), "server"), serverNames(cfg))
 		return exitOK
 	}
