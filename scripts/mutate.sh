@@ -2179,8 +2179,8 @@ mutate front-accept-asis "an Accept member is taken as written, not as ParseMedi
 
 mutate front-accept-specific "a broad Accept range takes a form a more specific one refused" \
 	internal/gateway/front/mcp.go \
-	'json\.offer\(1, no\)\n\t\t\t\tsse\.offer\(1, no\)' \
-	'json.offer(3, no)\n\t\t\t\tsse.offer(3, no)' \
+	'jsonForm\.offer\(1, no\)\n\t\t\t\tsseForm\.offer\(1, no\)' \
+	'jsonForm.offer(3, no)\n\t\t\t\tsseForm.offer(3, no)' \
 	-- ./internal/gateway/front/ 'TestAccepts'
 
 mutate front-name-not-string "a tools/call whose name is no string is refused for its headers (-32020), not its params" \

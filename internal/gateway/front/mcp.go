@@ -216,7 +216,7 @@ func accepts(values []string) (jsonOK, sseOK bool) {
 	if len(values) == 0 {
 		return true, true
 	}
-	var json, sse preference
+	var jsonForm, sseForm preference
 	for _, v := range values {
 		for part := range strings.SplitSeq(v, ",") {
 			// A type without parameters, as almost every client writes
@@ -233,20 +233,20 @@ func accepts(values []string) (jsonOK, sseOK bool) {
 			}
 			switch mt {
 			case "application/json":
-				json.offer(3, no)
+				jsonForm.offer(3, no)
 			case "application/*":
-				json.offer(2, no)
+				jsonForm.offer(2, no)
 			case "text/event-stream":
-				sse.offer(3, no)
+				sseForm.offer(3, no)
 			case "text/*":
-				sse.offer(2, no)
+				sseForm.offer(2, no)
 			case "*/*":
-				json.offer(1, no)
-				sse.offer(1, no)
+				jsonForm.offer(1, no)
+				sseForm.offer(1, no)
 			}
 		}
 	}
-	return json.taken(), sse.taken()
+	return jsonForm.taken(), sseForm.taken()
 }
 
 // preference is what an Accept header says of one answer form: how
