@@ -27,7 +27,8 @@ type scalar interface {
 }
 
 // parseYAML decodes data, one YAML document, strictly into dst (a pointer
-// to a struct). Errors are *Error values, joined.
+// to a struct), and returns the line of each key path for the
+// validator's errors. Errors are *Error values, joined.
 func parseYAML(data []byte, dst any) (map[string]int, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
