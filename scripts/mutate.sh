@@ -1231,6 +1231,36 @@ mutate gw-scan-invisible "invisible characters are not evidence" \
 	'if at, end, ok := invisible(s); false && ok {' \
 	-- "$admitpkg" 'TestScan'
 
+mutate gw-scan-prefilter-derived "a rule's prefilter forgets the first branch of an alternation" \
+	internal/gateway/admit/scan.go \
+	'for _, sub := range re\.Sub \{\n\t\t\tset := required\(sub\)' \
+	'for _, sub := range re.Sub[1:] {\n\t\t\tset := required(sub)' \
+	-- "$admitpkg" 'TestPrefilterHidesNoMatch'
+
+mutate gw-scan-normalized-refs "blobs and tool references are looked for only in the text as written" \
+	internal/gateway/admit/scan.go \
+	'texts = append\(texts, n\)' \
+	'_ = n' \
+	-- "$admitpkg" 'TestScan'
+
+mutate gw-scan-vertical-breaks "a vertical tab or form feed is not a line break" \
+	internal/gateway/admit/scan.go \
+	"r == '\\\\v' \\|\\| r == '\\\\f' \\|\\| " \
+	'' \
+	-- "$admitpkg" 'TestScan'
+
+mutate gw-scan-numeric-host "only dotted decimal hosts of up to three digits a part are numeric" \
+	internal/gateway/admit/scan.go \
+	'\(0x\[0-9a-f\]\+\|\\d\+\)\(\\\.\(0x\[0-9a-f\]\+\|\\d\+\)\)\{0,3\}' \
+	'\d{1,3}(\.\d{1,3}){1,3}' \
+	-- "$admitpkg" 'TestScan'
+
+mutate gw-scan-wrapped-blob "a blob wrapped across lines is not joined" \
+	internal/gateway/admit/scan.go \
+	'case from >= 0 && wrapped && ' \
+	'case false && from >= 0 && wrapped && ' \
+	-- "$admitpkg" 'TestScan'
+
 # sql_schema: only what the role may SELECT is listed, from the catalog
 # query's privilege and system-schema filters; the keyset walks every
 # table once; a cursor is read in its one spelling, for its listing.

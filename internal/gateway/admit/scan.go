@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,48 +43,114 @@ const (
 	ScanToolReference       = "tool_reference"
 )
 
-// rule is one scanner pattern. quick holds lower-case words of which one
-// must occur before the expression runs: most strings of most
+// rule is one scanner pattern. quick holds lower-case strings of which
+// one must occur before the expression runs: most strings of most
 // descriptors contain none, and a substring test is far cheaper than a
-// regular expression (admitting 10,000 descriptors is benchmarked).
+// regular expression (admitting 10,000 descriptors is benchmarked). quick
+// is derived from the expression (see required), never written beside
+// it: a word list kept by hand drifts from the expression it guards, and
+// every phrasing it forgets is one the expression never reads.
 type rule struct {
 	category string
 	quick    []string
 	re       *regexp.Regexp
 }
 
-var rules = []rule{
-	{ScanRoleTag, []string{"<", "[inst", "system", "assistant"}, regexp.MustCompile(
-		`(?i)<\s*/?\s*(system|assistant|user|human|instructions?|important|admin|developer|tool[_ ]call|im[_ ]start|im[_ ]end|context)\b[^>]{0,40}>` +
-			`|<\|[a-z_ ]{2,20}\|>|\[/?inst\]|(?m)^\s*#{0,3}\s*(system|assistant)\s*:`)},
-	{ScanInstructionOverride, []string{"ignore", "disregard", "forget", "override", "instead", "new instructions", "you must", "before using", "before calling"}, regexp.MustCompile(
-		`(?i)\b(ignore|disregard|forget|override)\b[^.]{0,40}\b(previous|prior|above|earlier|all|any|other|system|user'?s?)\b[^.]{0,20}\b(instructions?|prompts?|rules?|directions?|guidelines?|messages?)\b` +
-			`|\bnew instructions\b|\binstead of (what )?the user\b` +
-			`|\b(before|after) (using|calling|invoking) (this|any|every|other|another)\b[^.]{0,40}\b(you must|always|first)\b` +
-			`|\byou must (always |now |first )?(call|use|invoke|run|send|read)\b`)},
-	{ScanConcealment, []string{"not tell", "n't tell", "not mention", "n't mention", "not inform", "never tell", "never mention", "never reveal", "without telling", "without informing", "secret from", "hidden from", "not reveal", "n't reveal", "not show", "not disclose", "should not know", "must not know", "not notify"}, regexp.MustCompile(
-		`(?i)\b(do not|don't|never|must not|should not)\s+(tell|mention|inform|reveal|show|disclose|notify|alert)\b[^.]{0,40}\b(user|human|anyone|them|operator)\b` +
-			`|\bwithout (telling|informing|notifying|alerting) (the )?(user|human|anyone)\b` +
-			`|\b(secret|hidden) from (the )?(user|human)\b|\b(user|human) (should|must) not (know|see|notice)\b`)},
-	{ScanSecretAccess, []string{".ssh", "id_rsa", "id rsa", "id_ed25519", "id ed25519", ".aws", ".env", "/etc/", ".netrc", ".npmrc", ".pgpass", "mcp.json", "claude_desktop", "claude desktop", "private key", "credential", "password", "secret", "token", "api key", "api_key", "apikey"}, regexp.MustCompile(
-		`(?i)~?/?\.ssh\b|\bid[_ ](rsa|ed25519|ecdsa)\b|\.aws/credentials|(^|[\s/"'\x60(\[])\.env\b|/etc/(passwd|shadow)|\.netrc\b|\.npmrc\b|\.pgpass\b|\bmcp\.json\b|claude[_ ]desktop[_ ]config` +
-			`|\b(read|send|include|pass|exfiltrate|upload|leak|copy|forward|attach|append|post|collect|extract)\b[^.]{0,40}\b(private keys?|api[ _-]?keys?|credentials|passwords?|secrets?|access tokens?|tokens|ssh keys?|environment variables)\b`)},
-	{ScanObscuredDestination, []string{"://", "data:", "xn--", "//"}, regexp.MustCompile(
-		`(?i)\b[a-z][a-z0-9+.-]*://(` +
-			`[^/\s"'@]*@` + // credentials or a misleading host before @
-			`|\[[0-9a-f:.]+\]` + // an IPv6 literal
-			`|\d{1,3}(\.\d{1,3}){1,3}\b` + // an IPv4 literal, short forms (127.1) too
-			`|0x[0-9a-f]+\b|\d{8,10}\b` + // a numeric host
-			`|[^/\s"']*%[0-9a-f]{2}` + // a percent-encoded host
-			`|[^/\s"']*xn--` + // punycode
-			`|[^/\s"'@]*[^\x00-\x7f]` + // a host with non-ASCII letters (homoglyphs)
-			`)|\bdata:[a-z]+/[a-z0-9.+-]+[;,]` + // any data: URI
-			`|(^|[\s"'(<])//(\d{1,3}(\.\d{1,3}){1,3}|\[[0-9a-f:.]+\])`)}, // a scheme-relative IP literal
+// newRule compiles expr, with its prefilter.
+func newRule(category, expr string) rule {
+	re := regexp.MustCompile(expr)
+	// regexp.Compile parses with syntax.Perl: the same tree.
+	tree, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		panic(err)
+	}
+	return rule{category: category, quick: required(tree.Simplify()), re: re}
 }
 
-// longBase64 is an encoded blob: a destination or an instruction the
-// reviewer cannot read.
-var longBase64 = regexp.MustCompile(`[A-Za-z0-9+/_-]{48,}={0,2}`)
+var rules = []rule{
+	newRule(ScanRoleTag,
+		`(?i)<\s*/?\s*(system|assistant|user|human|instructions?|important|admin|developer|tool[_ ]call|im[_ ]start|im[_ ]end|context)\b[^>]{0,40}>`+
+			`|<\|[a-z_ ]{2,20}\|>|\[/?inst\]|(?m)^\s*#{0,3}\s*(system|assistant)\s*:`),
+	newRule(ScanInstructionOverride,
+		`(?i)\b(ignore|disregard|forget|override)\b[^.]{0,40}\b(previous|prior|above|earlier|all|any|other|system|user'?s?)\b[^.]{0,20}\b(instructions?|prompts?|rules?|directions?|guidelines?|messages?)\b`+
+			`|\bnew instructions\b|\binstead of (what )?the user\b`+
+			`|\b(before|after) (using|calling|invoking) (this|any|every|other|another)\b[^.]{0,40}\b(you must|always|first)\b`+
+			`|\byou must (always |now |first )?(call|use|invoke|run|send|read)\b`),
+	newRule(ScanConcealment,
+		`(?i)\b(do not|don't|never|must not|should not)\s+(tell|mention|inform|reveal|show|disclose|notify|alert)\b[^.]{0,40}\b(user|human|anyone|them|operator)\b`+
+			`|\bwithout (telling|informing|notifying|alerting) (the )?(user|human|anyone)\b`+
+			`|\b(secret|hidden) from (the )?(user|human)\b|\b(user|human) (should|must) not (know|see|notice)\b`),
+	newRule(ScanSecretAccess,
+		`(?i)~?/?\.ssh\b|\bid[_ ](rsa|ed25519|ecdsa)\b|\.aws/credentials|(^|[\s/"'\x60(\[])\.env\b|/etc/(passwd|shadow)|\.netrc\b|\.npmrc\b|\.pgpass\b|\bmcp\.json\b|claude[_ ]desktop[_ ]config`+
+			`|\b(read|send|include|pass|exfiltrate|upload|leak|copy|forward|attach|append|post|collect|extract)\b[^.]{0,40}\b(private keys?|api[ _-]?keys?|credentials|passwords?|secrets?|access tokens?|tokens|ssh keys?|environment variables)\b`),
+	newRule(ScanObscuredDestination,
+		`(?i)\b[a-z][a-z0-9+.-]*://(`+
+			`[^/\s"'@]*@`+ // credentials or a misleading host before @
+			`|\[[0-9a-f:.]+\]`+ // an IPv6 literal
+			`|(0x[0-9a-f]+|\d+)(\.(0x[0-9a-f]+|\d+)){0,3}\b`+ // a numeric host: dotted, short (127.1), octal, hex or one number
+			`|[^/\s"']*%[0-9a-f]{2}`+ // a percent-encoded host
+			`|[^/\s"']*xn--`+ // punycode
+			`|[^/\s"'@]*[^\x00-\x7f]`+ // a host with non-ASCII letters (homoglyphs)
+			`)|\bdata:[a-z]+/[a-z0-9.+-]+[;,]`+ // any data: URI
+			`|(^|[\s"'(<])//((0x[0-9a-f]+|\d+)(\.(0x[0-9a-f]+|\d+)){1,3}|\[[0-9a-f:.]+\])`), // a scheme-relative IP literal
+}
+
+// required returns strings, in lower case, of which every match of re
+// contains at least one; nil when there is no such set (the expression
+// must then always run). It is sound, not complete: a literal, or a
+// concatenation's most selective part, or every branch of an alternation
+// (each must have a set). Matching is case-insensitive, and the text is
+// lower-cased with strings.ToLower before the test: for the ASCII letters
+// of these expressions the two agree once the text is in NFKC, which folds
+// the only other members of their case orbits (K, the Kelvin sign, and
+// ſ) to ASCII.
+func required(re *syntax.Regexp) []string {
+	switch re.Op {
+	case syntax.OpLiteral:
+		return []string{strings.ToLower(string(re.Rune))}
+	case syntax.OpCapture, syntax.OpPlus:
+		return required(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return required(re.Sub[0])
+		}
+	case syntax.OpConcat:
+		var best []string
+		for _, sub := range re.Sub {
+			if set := required(sub); set != nil && (best == nil || selective(set, best)) {
+				best = set
+			}
+		}
+		return best
+	case syntax.OpAlternate:
+		var all []string
+		for _, sub := range re.Sub {
+			set := required(sub)
+			if set == nil {
+				return nil
+			}
+			all = append(all, set...)
+		}
+		return all
+	}
+	return nil
+}
+
+// selective tells whether a is the better prefilter: its shortest string
+// is longer, or as long with fewer strings.
+func selective(a, b []string) bool {
+	shortest := func(set []string) int {
+		n := len(set[0])
+		for _, s := range set[1:] {
+			n = min(n, len(s))
+		}
+		return n
+	}
+	if sa, sb := shortest(a), shortest(b); sa != sb {
+		return sa > sb
+	}
+	return len(a) < len(b)
+}
 
 // Scan reads every string of a descriptor — member names, values, at any
 // depth, _meta and annotations included — and returns the findings,
@@ -193,16 +260,100 @@ func scanString(s, pointer string, key bool, refs *regexp.Regexp, out *[]Finding
 			add(r.category, loc[0], loc[1])
 		}
 	}
-	if len(s) >= 48 {
-		if loc := longBase64.FindStringIndex(s); loc != nil && looksEncoded(s[loc[0]:loc[1]]) {
-			*out = append(*out, Finding{Category: ScanObscuredDestination, Pointer: pointer, Key: key, Excerpt: excerpt(s, loc[0], loc[1])})
+	// The blob and reference checks read the text as written and as
+	// normalized: a fullwidth "ｂａｎｋ．transfer" is bank.transfer to a
+	// model, while a name or a URL-safe blob keeps its "_" only as written.
+	texts := []string{s}
+	if n != s {
+		texts = append(texts, n)
+	}
+	for _, t := range texts {
+		if at, end, ok := encodedBlob(t); ok {
+			*out = append(*out, Finding{Category: ScanObscuredDestination, Pointer: pointer, Key: key, Excerpt: excerpt(t, at, end)})
+			break
 		}
 	}
-	if refs != nil && strings.Contains(s, ".") {
-		if loc := refs.FindStringIndex(s); loc != nil {
-			*out = append(*out, Finding{Category: ScanToolReference, Pointer: pointer, Key: key, Excerpt: excerpt(s, loc[0], loc[1])})
+	if refs != nil {
+		for _, t := range texts {
+			if !strings.Contains(t, ".") {
+				continue
+			}
+			if loc := refs.FindStringIndex(t); loc != nil {
+				*out = append(*out, Finding{Category: ScanToolReference, Pointer: pointer, Key: key, Excerpt: excerpt(t, loc[0], loc[1])})
+				break
+			}
 		}
 	}
+}
+
+// encodedBlob finds a base64 or base64url blob of at least 48
+// characters in s, whole or wrapped: lines of one width (the last may be
+// shorter), at least 16 characters each, separated by nothing but a line
+// break and spaces — cutting a blob into lines of 47 must not hide it,
+// while identifiers listed one per line rarely share a width. A byte
+// loop, not an expression: it reads every long string of every
+// descriptor.
+func encodedBlob(s string) (int, int, bool) {
+	if len(s) < 48 {
+		return 0, 0, false
+	}
+	var (
+		joined      []byte
+		from        = -1 // the start of the blob being joined, or -1
+		last, width int  // the end of its last line (after any '='), the width of its lines
+		wrapped     bool // its last line was as wide as the first: another may follow
+	)
+	for i := 0; i < len(s); {
+		if !base64Byte(s[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && base64Byte(s[j]) {
+			j++
+		}
+		end := j
+		for end < len(s) && end-j < 2 && s[end] == '=' {
+			end++
+		}
+		gap := s[last:i]
+		switch {
+		case j-i < 16:
+			from = -1
+		case from >= 0 && wrapped && end == j && j-i <= width && strings.ContainsAny(gap, "\n\r") && strings.TrimSpace(gap) == "":
+			joined = append(joined, s[i:j]...)
+			wrapped = j-i == width
+		default:
+			from, width, wrapped = i, j-i, end == j
+			joined = append(joined[:0], s[i:j]...)
+		}
+		if from >= 0 && len(joined) >= 48 && looksEncoded(string(joined)) && (len(joined) == j-i || mixedCase(joined)) {
+			return from, end, true
+		}
+		last, i = end, end
+	}
+	return 0, 0, false
+}
+
+// mixedCase tells the lines of a blob from identifiers listed one per
+// line: encoded bytes have about as many capitals as small letters, words
+// in CamelCase one capital in five letters or fewer.
+func mixedCase(b []byte) bool {
+	var upper, letters int
+	for _, c := range b {
+		switch {
+		case c >= 'A' && c <= 'Z':
+			upper++
+			letters++
+		case c >= 'a' && c <= 'z':
+			letters++
+		}
+	}
+	return upper*4 >= letters && upper*4 <= letters*3
+}
+
+func base64Byte(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '_' || c == '-'
 }
 
 // normalizeText is the text the rules read (see scanString).
@@ -224,7 +375,10 @@ func normalizeText(s string) string {
 	space := false
 	for _, r := range s {
 		switch {
-		case r == '\n' || r == '\r' || r == 0x2028 || r == 0x2029 || r == 0x85:
+		case r == '\n' || r == '\r' || r == '\v' || r == '\f' || r == 0x1C || r == 0x1D || r == 0x1E ||
+			r == 0x2028 || r == 0x2029 || r == 0x85:
+			// Every character that some reader takes for a line break
+			// (Python's str.splitlines takes all of these).
 			b.WriteByte('\n')
 			space = false
 			continue
