@@ -695,6 +695,24 @@ mutate gw-http-call-stream "a request on an HTTP call's response stream is attri
 	't.c.deliver(msg)' \
 	-- "$uppkg" 'TestHTTPCallStreamRequestAttributed'
 
+mutate gw-http-answer-body-read "the body of a POST that carries an answer to the downstream is delivered" \
+	internal/gateway/upstream/http.go \
+	'case resp\.StatusCode == http\.StatusOK && out\.id == 0:' \
+	'case false:' \
+	-- "$uppkg" 'TestHTTPAnswerToAnAnswerIsNotRead'
+
+mutate gw-http-unanswered-waits "a POST's response that does not answer its call leaves the call waiting for its deadline" \
+	internal/gateway/upstream/http.go \
+	't\.c\.fail\(out\.id, ErrMalformed\)' \
+	'_ = ErrMalformed' \
+	-- "$uppkg" 'TestHTTPUnreadableAnswerFailsAtOnce'
+
+mutate gw-http-accepted-request "a request the downstream accepts with 202 waits for its deadline" \
+	internal/gateway/upstream/http.go \
+	'case resp\.StatusCode == http\.StatusAccepted && out\.id != 0:' \
+	'case false:' \
+	-- "$uppkg" 'TestHTTPUnreadableAnswerFailsAtOnce'
+
 mutate gw-relay-queue-messages "a caller's log messages are handed over on the downstream's read loop" \
 	internal/gateway/upstream/client.go \
 	'c\.toCaller\(p, "log message", len\(params\), func\(\) \{ p\.messages\(params\) \}\)' \

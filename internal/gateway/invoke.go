@@ -746,6 +746,8 @@ func (g *Gateway) callError(ctx, dctx context.Context, log callLog, server, name
 		return badGateway(server, "the connection to the server was lost", false)
 	case errors.Is(err, upstream.ErrRefused):
 		return badGateway(server, "the server refused the request", false)
+	case errors.Is(err, upstream.ErrMalformed):
+		return badGateway(server, "the server's answer could not be read", false)
 	}
 	log.Warn("downstream call failed", slog.String("server", server), slog.String("name", name), slog.String("error", err.Error()))
 	return badGateway(server, "the server could not be reached", false)

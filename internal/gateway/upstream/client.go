@@ -43,6 +43,10 @@ var (
 	ErrConnectionLost = errors.New("upstream: the connection to the downstream server was lost")
 	// ErrClosed: the gateway is shutting the downstream down.
 	ErrClosed = errors.New("upstream: closed")
+	// ErrMalformed: the downstream's answer to the call could not be
+	// read as one (over HTTP, the response to the call's POST: a 202, or
+	// a body that is not the call's JSON-RPC response).
+	ErrMalformed = errors.New("upstream: the downstream's answer could not be read")
 )
 
 // RPCError is a JSON-RPC error the downstream answered with.
@@ -715,14 +719,15 @@ func (c *Client) response(m *jsonrpc.Message) {
 	p.done <- reply{result: m.Result}
 }
 
-// fail answers the call id with e, as a response with that id would.
-func (c *Client) fail(id int64, e *RPCError) {
+// fail answers the call id, if it is still waiting, with err, as a
+// response with that id would.
+func (c *Client) fail(id int64, err error) {
 	c.mu.Lock()
 	p := c.pending[id]
 	delete(c.pending, id)
 	c.mu.Unlock()
 	if p != nil {
-		p.done <- reply{err: e}
+		p.done <- reply{err: err}
 	}
 }
 

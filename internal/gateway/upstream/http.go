@@ -394,7 +394,22 @@ func (t *httpTransport) send(ctx context.Context, out outgoing) error {
 	}
 	defer resp.Body.Close()
 	switch {
+	case resp.StatusCode == http.StatusAccepted && out.id != 0:
+		// A request is answered in the response to its POST, as JSON or
+		// an event stream; accepting it without an answer leaves nothing
+		// to wait for.
+		return ErrMalformed
 	case resp.StatusCode == http.StatusAccepted:
+		return nil
+	case resp.StatusCode == http.StatusOK && out.id == 0:
+		// A notification or an answer to the downstream's request is
+		// accepted with 202 and no body. Whatever a body holds is not
+		// read: were it delivered, a downstream could answer each answer
+		// with a new request (a ping, say), and the gateway would answer
+		// that from inside this send, each round a frame deeper, until
+		// its stack overflowed.
+		s.stats.Unexpected.Add(1)
+		s.stats.noise.warn(s.log, "downstream answered a notification or a response with a body; not read")
 		return nil
 	case resp.StatusCode == http.StatusNotFound && req.Header.Get(hdrSessionID) != "":
 		select {
@@ -443,6 +458,12 @@ func (t *httpTransport) send(ctx context.Context, out outgoing) error {
 			}
 		}
 		t.c.deliverOn(body, out.id)
+		// The answer to a POST is its request's own: a body that did not
+		// answer it (not JSON-RPC, not strict JSON, nested too deep, an
+		// answer to another id) fails the call now rather than at its
+		// deadline. A call the body answered is no longer pending, and
+		// fail leaves it alone.
+		t.c.fail(out.id, ErrMalformed)
 		return nil
 	}
 	if resp.StatusCode != http.StatusOK {

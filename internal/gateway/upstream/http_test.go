@@ -448,3 +448,118 @@ func TestRequestHeader(t *testing.T) {
 		t.Errorf("the configured headers changed: %v", fixed)
 	}
 }
+
+// TestHTTPUnreadableAnswerFailsAtOnce: the response to a call's POST is
+// that call's answer, so a response that does not answer it fails the
+// call at once with ErrMalformed, not at its deadline; and the connector
+// stays up.
+func TestHTTPUnreadableAnswerFailsAtOnce(t *testing.T) {
+	answers := map[string]func(id string) (int, string, string){
+		"accepted": func(string) (int, string, string) { return http.StatusAccepted, "", "" },
+		"empty":    func(string) (int, string, string) { return http.StatusOK, "application/json", "" },
+		"notjson":  func(string) (int, string, string) { return http.StatusOK, "application/json", "<html>" },
+		"badutf": func(id string) (int, string, string) {
+			return http.StatusOK, "application/json", `{"jsonrpc":"2.0","id":` + id + `,"result":{"x":"` + "\xff" + `"}}`
+		},
+		"otherid": func(id string) (int, string, string) {
+			return http.StatusOK, "application/json", `{"jsonrpc":"2.0","id":` + id + `0,"result":{}}`
+		},
+		"deep": func(id string) (int, string, string) {
+			return http.StatusOK, "application/json", `{"jsonrpc":"2.0","id":` + id + `,"result":{"x":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}}`
+		},
+		"onlyanote": func(string) (int, string, string) {
+			return http.StatusOK, "application/json", `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`
+		},
+		"nullresult": func(id string) (int, string, string) {
+			return http.StatusOK, "application/json", `{"jsonrpc":"2.0","id":` + id + `}`
+		},
+	}
+	srv, _ := newSDKServer(t)
+	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if m := idAndName.FindSubmatch(body); m != nil && answers[string(m[2])] != nil {
+			status, ct, text := answers[string(m[2])](string(m[1]))
+			if ct != "" {
+				w.Header().Set("Content-Type", ct)
+			}
+			w.WriteHeader(status)
+			w.Write([]byte(text))
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	states := make(chan State, 16)
+	s, logs := startHTTP(t, hs.URL, states)
+	awaitState(t, states, Connected, logs)
+	t.Run("each", func(t *testing.T) {
+		for name := range answers {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				// A call left waiting ends at this deadline, with the
+				// deadline's error, not ErrMalformed.
+				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+				defer cancel()
+				_, err := s.Call(ctx, "tools/call", []byte(`{"name":"`+name+`","arguments":{}}`), CallOptions{Name: name})
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("err = %v, want ErrMalformed", err)
+				}
+			})
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := s.Call(ctx, "tools/call", []byte(`{"name":"echo","arguments":{}}`), CallOptions{Name: "echo"}); err != nil {
+		t.Errorf("after the unreadable answers: %v", err)
+	}
+}
+
+// TestHTTPAnswerToAnAnswerIsNotRead: a downstream that answers the
+// gateway's answer to its ping with another ping is not heard: the body of
+// a POST that carries a response or a notification is never delivered.
+// Were it, each round would be answered from inside the send of the one
+// before, a frame deeper, until the gateway's stack overflowed.
+func TestHTTPAnswerToAnAnswerIsNotRead(t *testing.T) {
+	var answered atomic.Int64
+	srv, _ := newSDKServer(t)
+	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		ping := func() {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"jsonrpc":"2.0","id":"p","method":"ping"}`))
+		}
+		switch {
+		case bytes.Contains(body, []byte(`"id":"p"`)) && bytes.Contains(body, []byte(`"result"`)):
+			// The gateway's answer to a ping: answered with another,
+			// for a bounded number of rounds so that a failing run ends.
+			if answered.Add(1) < 200 {
+				ping()
+				return
+			}
+			w.WriteHeader(http.StatusAccepted)
+		case bytes.Contains(body, []byte(`"name":"pingloop"`)):
+			ping()
+		default:
+			inner.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(hs.Close)
+	states := make(chan State, 16)
+	s, logs := startHTTP(t, hs.URL, states)
+	awaitState(t, states, Connected, logs)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if _, err := s.Call(ctx, "tools/call", []byte(`{"name":"pingloop","arguments":{}}`), CallOptions{Name: "pingloop"}); !errors.Is(err, ErrMalformed) {
+		t.Errorf("err = %v, want ErrMalformed", err)
+	}
+	if n := answered.Load(); n != 1 {
+		t.Errorf("the gateway answered %d pings, want 1: the body of its answer was read", n)
+	}
+	if s.Stats().Unexpected.Load() == 0 {
+		t.Error("the unread body was not counted")
+	}
+}
