@@ -713,6 +713,12 @@ mutate gw-http-accepted-request "a request the downstream accepts with 202 waits
 	'case false:' \
 	-- "$uppkg" 'TestHTTPUnreadableAnswerFailsAtOnce'
 
+mutate gw-http-session-loop "a session the downstream forgets at once is made again at once, in a loop" \
+	internal/gateway/upstream/http.go \
+	'if time\.Since\(connected\) >= stableSession \{' \
+	'if _ = connected; true {' \
+	-- "$uppkg" 'TestHTTPForgottenSessionBacksOff'
+
 mutate gw-relay-queue-messages "a caller's log messages are handed over on the downstream's read loop" \
 	internal/gateway/upstream/client.go \
 	'c\.toCaller\(p, "log message", len\(params\), func\(\) \{ p\.messages\(params\) \}\)' \

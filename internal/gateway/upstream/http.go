@@ -188,7 +188,7 @@ func (s *HTTPServer) supervise() {
 			backoff = min(2*backoff, maxBackoff)
 			continue
 		}
-		backoff = minBackoff
+		connected := time.Now()
 		info, _ := c.Info()
 		name, version := info.Name()
 		s.log.Info("downstream connected", slog.String("protocol_version", info.Version),
@@ -206,6 +206,20 @@ func (s *HTTPServer) supervise() {
 			s.setState(Connecting, nil)
 			c.Fail(ErrConnectionLost)
 			end()
+			if time.Since(connected) >= stableSession {
+				backoff = minBackoff
+				continue
+			}
+			// A server that forgets each session as soon as it is made
+			// (a 404 to its first GET or call) is not asked for the next
+			// at once: that would be a loop of handshakes as fast as the
+			// network allows, and a log line for each.
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, maxBackoff)
 		case <-s.stop:
 			c.Fail(ErrClosed)
 			end()
@@ -213,6 +227,11 @@ func (s *HTTPServer) supervise() {
 		}
 	}
 }
+
+// stableSession is how long a downstream's session must have lived for
+// its expiry to be met with a new handshake at once; one that expires
+// sooner waits the backoff, which doubles each time.
+const stableSession = 10 * time.Second
 
 // getStream holds the legacy session's GET event stream open until it
 // ends, delivering what the server sends on it: the only way a legacy

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/textproto"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -561,5 +562,68 @@ func TestHTTPAnswerToAnAnswerIsNotRead(t *testing.T) {
 	}
 	if s.Stats().Unexpected.Load() == 0 {
 		t.Error("the unread body was not counted")
+	}
+}
+
+// TestHTTPForgottenSessionBacksOff: a server that forgets each session as
+// soon as it is made (here, a 404 to its first GET stream) is initialized
+// again after a backoff that doubles, not in a loop as fast as the
+// network allows. The gaps are checked from below only: a timer never
+// fires early, whatever the load.
+func TestHTTPForgottenSessionBacksOff(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		inits []time.Time
+	)
+	idOf := regexp.MustCompile(`"id":(\d+)`)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		m := idOf.FindSubmatch(body)
+		if m == nil {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if !bytes.Contains(body, []byte(`"method":"initialize"`)) {
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`, m[1])
+			return
+		}
+		mu.Lock()
+		inits = append(inits, time.Now())
+		mu.Unlock()
+		w.Header().Set("Mcp-Session-Id", "s1")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"x","version":"1"}}}`, m[1])
+	}))
+	t.Cleanup(hs.Close)
+	states := make(chan State, 64)
+	go func() {
+		for range states {
+		}
+	}()
+	t.Cleanup(func() { close(states) }) // after the server's Close, which startHTTP registers later
+	startHTTP(t, hs.URL, states)
+	var got []time.Time
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		got = slices.Clone(inits)
+		mu.Unlock()
+		if len(got) >= 5 {
+			break
+		}
+	}
+	if len(got) < 5 {
+		t.Fatalf("%d handshakes in 30 s", len(got))
+	}
+	for i := 1; i < 5; i++ {
+		t.Logf("handshake %d after %v", i+1, got[i].Sub(got[i-1]))
+	}
+	for i := 2; i < 5; i++ {
+		if gap, least := got[i].Sub(got[i-1]), minBackoff<<(i-1); gap < least {
+			t.Errorf("handshake %d came %v after the one before, want at least %v", i+1, gap, least)
+		}
 	}
 }
