@@ -18,7 +18,7 @@ const (
 	RejectMalformed       = "malformed"            // not valid strict JSON: a repeated member name, invalid UTF-8
 	RejectNotObject       = "not_an_object"        // the descriptor is not a JSON object
 	RejectName            = "invalid_name"         // name missing, not 1-128 of [A-Za-z0-9_.-], or the qualified name too long
-	RejectDuplicateName   = "duplicate_name"       // two descriptors of one server share the name; none wins
+	RejectDuplicateName   = "duplicate_name"       // two descriptors of one server share the name, case ignored; none wins
 	RejectInputSchema     = "invalid_input_schema" // not an object schema with type "object" at its root, or does not compile
 	RejectOutputSchema    = "invalid_output_schema"
 	RejectHeaderMirroring = "header_mirroring"  // an x-mcp-header out of place, not a token, repeated or on a bad type

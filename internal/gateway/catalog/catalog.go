@@ -699,32 +699,75 @@ func (c *Catalog) check(server string, descriptors []jsontext.Value, others []st
 	}
 	wg.Wait()
 	st := serverTools{byRaw: make(map[[32]byte]*Tool, len(descriptors))}
-	counts := map[string]int{}
+	counts := nameCounts{}
 	for _, v := range out {
 		switch {
 		case v.tool != nil:
-			counts[v.tool.Name]++
+			counts.add(nameKey(v.tool.Name), v.tool.Name)
 		case v.rej.Name != "":
 			// A copy rejected for another reason still shares the name:
 			// the valid copy must not win by its rival's fault.
-			counts[v.rej.Name]++
+			counts.add(nameKey(v.rej.Name), v.rej.Name)
 		}
 	}
 	for i, v := range out {
-		switch {
-		case v.rej != nil:
+		if v.rej != nil {
 			st.rejected = append(st.rejected, *v.rej)
-		case counts[v.tool.Name] > 1:
+			continue
+		}
+		if detail := counts.shared(nameKey(v.tool.Name), "descriptors"); detail != "" {
 			// None of the copies wins: which one would is discovery order.
 			st.rejected = append(st.rejected, Rejected{Server: server, Index: i, Name: v.tool.Name, Qualified: v.tool.Qualified,
-				Category: admit.RejectDuplicateName, Detail: fmt.Sprintf("%d descriptors of this server share the name", counts[v.tool.Name]),
-				Raw: descriptors[i]})
-		default:
-			st.tools = append(st.tools, v.tool)
-			st.byRaw[v.key] = v.tool
+				Category: admit.RejectDuplicateName, Detail: detail, Raw: descriptors[i]})
+			continue
 		}
+		st.tools = append(st.tools, v.tool)
+		st.byRaw[v.key] = v.tool
 	}
 	return st
+}
+
+// nameKey is what two names of one server must differ in to be two
+// names: policy matches tool and prompt names folded by strings.ToLower
+// (policy.go), so a rule for s.read_report also matches s.READ_REPORT.
+// Were both offered, the second spelling would take over a grant meant
+// for the first; folded alike, they are one name, and neither is offered.
+func nameKey(name string) string {
+	return strings.ToLower(name)
+}
+
+// nameCounts counts the descriptors of one server under each [nameKey].
+type nameCounts map[string]*nameCount
+
+type nameCount struct {
+	n     int
+	first string // the spelling counted first
+	cased bool   // another spelling differs from first, only in case
+}
+
+func (c nameCounts) add(key, name string) {
+	nc := c[key]
+	if nc == nil {
+		nc = &nameCount{first: name}
+		c[key] = nc
+	}
+	nc.n++
+	nc.cased = nc.cased || name != nc.first
+}
+
+// shared returns why the name under key is given to none of the
+// descriptors (what they are: "descriptors", "prompts") counted under
+// it, or "" when only one is.
+func (c nameCounts) shared(key, what string) string {
+	nc := c[key]
+	switch {
+	case nc == nil || nc.n < 2:
+		return ""
+	case nc.cased:
+		return fmt.Sprintf("%d %s of this server share the name, differing only in case (rules match names without regard to case)", nc.n, what)
+	default:
+		return fmt.Sprintf("%d %s of this server share the name", nc.n, what)
+	}
 }
 
 // descriptorMembers are the members of a descriptor the catalog reads;

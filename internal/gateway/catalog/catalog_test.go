@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -230,13 +231,55 @@ func TestCanonicalIsWhatIsChecked(t *testing.T) {
 	}
 }
 
-// TestDuplicateWithRejectedCopy: when one copy of a name is rejected for
-// its own fault, the other copy does not win.
-func TestDuplicateWithRejectedCopy(t *testing.T) {
-	c := New(AdmitAll{}, admit.Options{})
-	_ = c.Update(Server{Name: "s"}, raws(desc("t"), `{"name":"t","inputSchema":{"type":"object","properties":{"o":{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"R"}}}}}}`))
-	if names(c.Snapshot()) != "" {
-		t.Fatalf("a copy won: %s", names(c.Snapshot()))
+// TestDuplicateNames: names of one server that rules cannot tell apart
+// — equal, or equal but for case, as policy matches them — are given to
+// none of their descriptors, not even when one copy is rejected for its
+// own fault; the detail says when they differ only in case. Names that
+// differ in more than case are two names.
+func TestDuplicateNames(t *testing.T) {
+	// A copy rejected for its own fault: a header on a nested property.
+	bad := func(name string) string {
+		return `{"name":"` + name + `","inputSchema":{"type":"object","properties":{"o":{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"R"}}}}}}`
+	}
+	for _, tc := range []struct {
+		name        string
+		descriptors []string
+		admitted    string
+		duplicates  []int // the indexes rejected as duplicate_name
+		cased       bool  // whose detail says they differ only in case
+	}{
+		{"exact", []string{desc("t"), desc("t"), desc("u")}, "s.u", []int{0, 1}, false},
+		{"case", []string{desc("read_report"), desc("READ_REPORT")}, "", []int{0, 1}, true},
+		{"case after", []string{desc("READ_REPORT"), desc("u"), desc("read_report")}, "s.u", []int{0, 2}, true},
+		{"three spellings", []string{desc("Read_Report"), desc("read_report"), desc("READ_REPORT")}, "", []int{0, 1, 2}, true},
+		{"exact and case", []string{desc("t"), desc("t"), desc("T")}, "", []int{0, 1, 2}, true},
+		{"rejected copy", []string{desc("t"), bad("t")}, "", []int{0}, false},
+		{"rejected copy in another case", []string{desc("t"), bad("T")}, "", []int{0}, true},
+		{"more than case", []string{desc("read_report"), desc("read-report"), desc("readreport")}, "s.read-report,s.read_report,s.readreport", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(AdmitAll{}, admit.Options{})
+			if err := c.Update(Server{Name: "s"}, raws(tc.descriptors...)); err != nil {
+				t.Fatal(err)
+			}
+			s := c.Snapshot()
+			if got := names(s); got != tc.admitted {
+				t.Errorf("admitted %q, want %q", got, tc.admitted)
+			}
+			var dups []int
+			for _, r := range s.Rejected {
+				if r.Category != admit.RejectDuplicateName {
+					continue
+				}
+				dups = append(dups, r.Index)
+				if cased := strings.Contains(r.Detail, "only in case"); cased != tc.cased {
+					t.Errorf("descriptor %d: detail %q, want differing only in case %v", r.Index, r.Detail, tc.cased)
+				}
+			}
+			if !slices.Equal(dups, tc.duplicates) {
+				t.Errorf("duplicates %v, want %v (rejected %+v)", dups, tc.duplicates, s.Rejected)
+			}
+		})
 	}
 }
 

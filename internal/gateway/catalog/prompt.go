@@ -119,32 +119,33 @@ func samePrompts(a, b []*Prompt) bool {
 }
 
 // checkPrompts checks every descriptor of one server's prompt list, each
-// on its own; a name two descriptors share is given to neither.
+// on its own; a name two descriptors share, exactly or differing only in
+// case (see [nameKey]), is given to neither.
 func checkPrompts(server string, descriptors []jsontext.Value, others []string) serverPrompts {
 	var sp serverPrompts
 	checked := make([]*Prompt, len(descriptors))
 	rejected := make([]*Rejected, len(descriptors))
-	counts := map[string]int{}
+	counts := nameCounts{}
 	for i, raw := range descriptors {
 		checked[i], rejected[i] = checkPrompt(server, i, raw, others)
 		switch {
 		case checked[i] != nil:
-			counts[checked[i].Name]++
+			counts.add(nameKey(checked[i].Name), checked[i].Name)
 		case rejected[i].Name != "":
-			counts[rejected[i].Name]++
+			counts.add(nameKey(rejected[i].Name), rejected[i].Name)
 		}
 	}
 	for i, p := range checked {
-		switch {
-		case p == nil:
+		if p == nil {
 			sp.rejected = append(sp.rejected, *rejected[i])
-		case counts[p.Name] > 1:
-			sp.rejected = append(sp.rejected, Rejected{Kind: admit.KindPrompt, Server: server, Index: i, Name: p.Name,
-				Qualified: p.Qualified, Category: admit.RejectDuplicateName,
-				Detail: fmt.Sprintf("%d prompts of this server share the name", counts[p.Name]), Raw: descriptors[i]})
-		default:
-			sp.prompts = append(sp.prompts, p)
+			continue
 		}
+		if detail := counts.shared(nameKey(p.Name), "prompts"); detail != "" {
+			sp.rejected = append(sp.rejected, Rejected{Kind: admit.KindPrompt, Server: server, Index: i, Name: p.Name,
+				Qualified: p.Qualified, Category: admit.RejectDuplicateName, Detail: detail, Raw: descriptors[i]})
+			continue
+		}
+		sp.prompts = append(sp.prompts, p)
 	}
 	return sp
 }

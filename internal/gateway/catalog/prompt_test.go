@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,6 +58,50 @@ func TestPromptRejections(t *testing.T) {
 	p, _ := s.LookupPrompt("s.ok")
 	if len(p.Arguments) != 2 || !p.Arguments[0].Required || p.Arguments[1].Required {
 		t.Errorf("arguments %+v", p.Arguments)
+	}
+}
+
+// TestPromptDuplicateNames: as for tools, prompt names of one server
+// that rules cannot tell apart — equal, or equal but for case — are given
+// to none of their descriptors, and the detail says when they differ only
+// in case; names that differ in more than case are two names.
+func TestPromptDuplicateNames(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		descriptors []string
+		offered     string
+		duplicates  []int // the indexes rejected as duplicate_name
+		cased       bool  // whose detail says they differ only in case
+	}{
+		{"exact", []string{`{"name":"p"}`, `{"name":"p","description":"other"}`, `{"name":"q"}`}, "s.q", []int{0, 1}, false},
+		{"case", []string{`{"name":"summarize"}`, `{"name":"SUMMARIZE","description":"other"}`}, "", []int{0, 1}, true},
+		{"three spellings", []string{`{"name":"Sum"}`, `{"name":"q"}`, `{"name":"sum"}`, `{"name":"SUM"}`}, "s.q", []int{0, 2, 3}, true},
+		{"rejected copy in another case", []string{`{"name":"p"}`, `{"name":"P","title":7}`}, "", []int{0}, true},
+		{"more than case", []string{`{"name":"sum_up"}`, `{"name":"sum-up"}`}, "s.sum-up,s.sum_up", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(AdmitAll{}, admit.Options{})
+			if err := c.UpdatePrompts(Server{Name: "s"}, raws(tc.descriptors...)); err != nil {
+				t.Fatal(err)
+			}
+			s := c.Snapshot()
+			if got := promptNames(s); got != tc.offered {
+				t.Errorf("offered %q, want %q", got, tc.offered)
+			}
+			var dups []int
+			for _, r := range s.Rejected {
+				if r.Category != admit.RejectDuplicateName {
+					continue
+				}
+				dups = append(dups, r.Index)
+				if cased := strings.Contains(r.Detail, "only in case"); cased != tc.cased {
+					t.Errorf("prompt %d: detail %q, want differing only in case %v", r.Index, r.Detail, tc.cased)
+				}
+			}
+			if !slices.Equal(dups, tc.duplicates) {
+				t.Errorf("duplicates %v, want %v (rejected %+v)", dups, tc.duplicates, s.Rejected)
+			}
+		})
 	}
 }
 
