@@ -1255,6 +1255,18 @@ mutate gw-page-duplicates "a repeated envelope member is tolerated in a downstre
 	'if name != "result" && !val.IsValid()' \
 	-- ./internal/jsonrpc 'TestDecodeFrameResults'
 
+mutate admit-diff-items "an array whose item changed is one change, cut before the change it holds" \
+	internal/gateway/admit/diff.go \
+	'unmarshalRaw\(b, &bs\) == nil && len\(as\) == len\(bs\) \{' \
+	'unmarshalRaw(b, &bs) == nil && false {' \
+	-- "$admitpkg" 'TestDiff$'
+
+mutate admit-diff-cut "a long changed value is shown by its first bytes, a change past them as no change" \
+	internal/gateway/admit/diff.go \
+	'before, after := differing\(as, bs\)' \
+	'before, after := shown(a), shown(b)\n\t_, _ = as, bs' \
+	-- "$admitpkg" 'TestDiff$'
+
 mutate gw-digest-range "a number beyond float64 is clamped into a shared digest" \
 	internal/gateway/admit/lifecycle.go \
 	'\tif !FiniteNumbers\(raw\) \{' \

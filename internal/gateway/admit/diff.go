@@ -24,8 +24,12 @@ type Change struct {
 const maxDiffValue = 512
 
 // Diff is the field-level difference of two JSON values, ordered by
-// pointer: objects are compared member by member at any depth, anything
-// else whole (an array that changed is one change). Both must be valid.
+// pointer: objects are compared member by member and arrays of equal
+// length item by item (/0, /1, …), at any depth; anything else that
+// differs is one change (an array that grew or shrank, a value of another
+// kind). A changed value over 512 bytes compact is shown cut around where
+// the two differ, so a change is never shown as two equal values. Both
+// must be valid.
 func Diff(before, after jsontext.Value) []Change {
 	var out []Change
 	diff(before, after, "", &out)
@@ -33,7 +37,8 @@ func Diff(before, after jsontext.Value) []Change {
 }
 
 func diff(a, b jsontext.Value, pointer string, out *[]Change) {
-	if a.Kind() == '{' && b.Kind() == '{' {
+	switch {
+	case a.Kind() == '{' && b.Kind() == '{':
 		var am, bm map[string]jsontext.Value
 		if unmarshalRaw(a, &am) == nil && unmarshalRaw(b, &bm) == nil {
 			keys := slices.Sorted(maps.Keys(am))
@@ -58,20 +63,36 @@ func diff(a, b jsontext.Value, pointer string, out *[]Change) {
 			}
 			return
 		}
+	case a.Kind() == '[' && b.Kind() == '[':
+		// Item by item, or one item changed in a long list (anyOf, enum)
+		// would be the whole list, cut before the change.
+		var as, bs []jsontext.Value
+		if unmarshalRaw(a, &as) == nil && unmarshalRaw(b, &bs) == nil && len(as) == len(bs) {
+			for i := range as {
+				diff(as[i], bs[i], pointer+"/"+strconv.Itoa(i), out)
+			}
+			return
+		}
 	}
 	if equalJSON(a, b) {
 		return
 	}
-	var as, bs string
-	if a.Kind() == '"' && b.Kind() == '"' && unmarshalRaw(a, &as) == nil && unmarshalRaw(b, &bs) == nil &&
-		(len(as) > maxDiffValue || len(bs) > maxDiffValue) {
-		// Two long strings are shown where they differ: cut both at the
-		// front, a change past the cut would read as no change at all.
-		before, after := differing(as, bs)
-		*out = append(*out, Change{Pointer: pointer, Before: before, After: after})
+	ca, cb := compact(a), compact(b)
+	if len(ca) <= maxDiffValue && len(cb) <= maxDiffValue {
+		*out = append(*out, Change{Pointer: pointer, Before: ca, After: cb})
 		return
 	}
-	*out = append(*out, Change{Pointer: pointer, Before: shown(a), After: shown(b)})
+	// Over the cap, both sides cut at the front (as shown cuts) would
+	// hide a change past the cut and read as no change at all: both are
+	// shown where they differ instead. Two strings are compared as text,
+	// anything else as its compact JSON.
+	as, bs := string(ca), string(cb)
+	var at, bt string
+	if a.Kind() == '"' && b.Kind() == '"' && unmarshalRaw(a, &at) == nil && unmarshalRaw(b, &bt) == nil {
+		as, bs = at, bt
+	}
+	before, after := differing(as, bs)
+	*out = append(*out, Change{Pointer: pointer, Before: before, After: after})
 }
 
 // differing returns the parts of two strings that differ, each with up
@@ -112,20 +133,29 @@ func differing(a, b string) (jsontext.Value, jsontext.Value) {
 	return window(a), window(b)
 }
 
-// equalJSON compares two values in canonical form.
+// equalJSON compares two values in canonical form, or, should one have
+// none, compacted: values that differ in layout alone are never a change
+// whose two sides show the same.
 func equalJSON(a, b jsontext.Value) bool {
 	ca, cb := bytes.Clone(a), bytes.Clone(b)
 	if (*jsontext.Value)(&ca).Canonicalize() != nil || (*jsontext.Value)(&cb).Canonicalize() != nil {
-		return bytes.Equal(a, b)
+		return bytes.Equal(compact(a), compact(b))
 	}
 	return bytes.Equal(ca, cb)
 }
 
-// shown is v compacted, or, over maxDiffValue bytes, a JSON string of its
-// beginning with the size noted.
-func shown(v jsontext.Value) jsontext.Value {
+// compact is a copy of v without insignificant whitespace.
+func compact(v jsontext.Value) jsontext.Value {
 	c := bytes.Clone(v)
 	_ = (*jsontext.Value)(&c).Compact()
+	return c
+}
+
+// shown is v compacted, or, over maxDiffValue bytes, a JSON string of its
+// beginning with the size noted: for a member added or removed, whose
+// other side is absent.
+func shown(v jsontext.Value) jsontext.Value {
+	c := compact(v)
 	if len(c) <= maxDiffValue {
 		return c
 	}
