@@ -719,6 +719,18 @@ mutate gw-http-session-loop "a session the downstream forgets at once is made ag
 	'if _ = connected; true {' \
 	-- "$uppkg" 'TestHTTPForgottenSessionBacksOff'
 
+mutate gw-sse-cr-lines "a lone CR does not end an event stream's line" \
+	internal/gateway/upstream/http.go \
+	'i := bytes\.IndexAny\(buf, "\\r\\n"\)' \
+	'i := bytes.IndexByte(buf, 10)' \
+	-- "$uppkg" 'TestSSELines'
+
+mutate gw-sse-bom "an event stream's leading byte order mark is read as data" \
+	internal/gateway/upstream/http.go \
+	'if b, err := br\.Peek\(3\); err == nil' \
+	'if b, err := br.Peek(3); false && err == nil' \
+	-- "$uppkg" 'TestSSELines'
+
 mutate gw-relay-queue-messages "a caller's log messages are handed over on the downstream's read loop" \
 	internal/gateway/upstream/client.go \
 	'c\.toCaller\(p, "log message", len\(params\), func\(\) \{ p\.messages\(params\) \}\)' \

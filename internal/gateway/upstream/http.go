@@ -517,10 +517,10 @@ func nullIDError(body []byte) *RPCError {
 // sends on it is attributed to that call, or to none.
 func (t *httpTransport) readEvents(body io.Reader, id int64) error {
 	s := t.s
-	br := bufio.NewReaderSize(body, 64<<10)
+	lines := newSSELines(body)
 	ev := event{max: s.opts.MaxMessage}
 	for {
-		line, err := readLine(br, s.opts.MaxMessage)
+		line, err := lines.next(s.opts.MaxMessage)
 		if errors.Is(err, errLineTooLong) {
 			ev.tooBig = true
 			continue
@@ -591,25 +591,68 @@ func (e *event) end() (msg []byte, oversized bool) {
 
 var errLineTooLong = errors.New("upstream: SSE line too long")
 
-// readLine reads one line (without its terminator) of at most max bytes;
-// a longer one is consumed and reported as errLineTooLong.
-func readLine(br *bufio.Reader, max int64) ([]byte, error) {
+// sseLines reads the lines of an event stream, which end at CRLF, LF or
+// a lone CR (the event stream format of the HTML standard; bufio's
+// ReadLine knows only the first two, and a stream using CR would be one
+// endless line).
+type sseLines struct {
+	br     *bufio.Reader
+	skipLF bool // the last line ended at a CR: an LF right after it belongs to it
+}
+
+// newSSELines reads body, from which a leading byte order mark, which the
+// format allows and ignores, is dropped.
+func newSSELines(body io.Reader) *sseLines {
+	br := bufio.NewReaderSize(body, 64<<10)
+	if b, err := br.Peek(3); err == nil && string(b) == "\uFEFF" {
+		_, _ = br.Discard(3)
+	}
+	return &sseLines{br: br}
+}
+
+// next reads one line (without its terminator) of at most max bytes; a
+// longer one is consumed and reported as errLineTooLong. A last line
+// without a terminator is not returned: the stream ended inside it, and
+// an event it would end was never completed.
+func (l *sseLines) next(max int64) ([]byte, error) {
 	var out []byte
+	long := false
 	for {
-		chunk, isPrefix, err := br.ReadLine()
-		if err != nil {
+		if _, err := l.br.Peek(1); err != nil {
 			return nil, err
 		}
-		if int64(len(out)+len(chunk)) > max {
-			for isPrefix && err == nil {
-				_, isPrefix, err = br.ReadLine()
+		buf, _ := l.br.Peek(l.br.Buffered())
+		if l.skipLF {
+			l.skipLF = false
+			if buf[0] == '\n' {
+				_, _ = l.br.Discard(1)
+				continue
 			}
+		}
+		i := bytes.IndexAny(buf, "\r\n")
+		n := len(buf)
+		if i >= 0 {
+			n = i
+		}
+		if !long && int64(len(out)+n) > max {
+			long, out = true, nil
+		}
+		if !long {
+			out = append(out, buf[:n]...)
+		}
+		if i < 0 {
+			_, _ = l.br.Discard(n)
+			continue
+		}
+		l.skipLF = buf[i] == '\r'
+		_, _ = l.br.Discard(i + 1)
+		if long {
 			return nil, errLineTooLong
 		}
-		out = append(out, chunk...)
-		if !isPrefix {
-			return out, nil
+		if out == nil {
+			out = []byte{}
 		}
+		return out, nil
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -359,6 +360,52 @@ func TestEventCap(t *testing.T) {
 	}
 	if msg, oversized := ev.end(); msg != nil || oversized {
 		t.Errorf("an event without data = %q, %v", msg, oversized)
+	}
+}
+
+// TestSSELines: an event stream's lines end at CRLF, LF or a lone CR,
+// wherever the reads fall (one byte at a time puts a CRLF across two);
+// a leading byte order mark is dropped; a line past the cap is consumed
+// and reported; a last line without an end is not a line.
+func TestSSELines(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     []string // "!" for errLineTooLong
+	}{
+		{"LF", "data: a\n\ndata: b\n\n", []string{"data: a", "", "data: b", ""}},
+		{"CRLF", "data: a\r\n\r\ndata: b\r\n\r\n", []string{"data: a", "", "data: b", ""}},
+		{"CR", "data: a\r\rdata: b\r\r", []string{"data: a", "", "data: b", ""}},
+		{"mixed", "data: a\r\ndata: b\rdata: c\n\r\n", []string{"data: a", "data: b", "data: c", ""}},
+		{"CR then LF is one end, LF then CR two", "a\r\nb\n\rc\n", []string{"a", "b", "", "c"}},
+		{"BOM", "\uFEFFdata: a\n\n", []string{"data: a", ""}},
+		{"a BOM after the start is data", "data: a\n\uFEFFb\n", []string{"data: a", "\uFEFFb"}},
+		{"too long", "data: 0123456789\rok\n", []string{"!", "ok"}},
+		{"no end", "data: a\ndata: b", []string{"data: a"}},
+	} {
+		for _, oneByte := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/onebyte=%v", tc.name, oneByte), func(t *testing.T) {
+				var r io.Reader = strings.NewReader(tc.in)
+				if oneByte {
+					r = iotest.OneByteReader(r)
+				}
+				lines := newSSELines(r)
+				var got []string
+				for {
+					line, err := lines.next(12)
+					if errors.Is(err, errLineTooLong) {
+						got = append(got, "!")
+						continue
+					}
+					if err != nil {
+						break
+					}
+					got = append(got, string(line))
+				}
+				if !slices.Equal(got, tc.want) {
+					t.Errorf("got %q, want %q", got, tc.want)
+				}
+			})
+		}
 	}
 }
 
