@@ -731,6 +731,12 @@ mutate gw-sse-bom "an event stream's leading byte order mark is read as data" \
 	'if b, err := br.Peek(3); false && err == nil' \
 	-- "$uppkg" 'TestSSELines'
 
+mutate gw-unreadable-answer-waits "a stdio line the strict reader refuses, carrying a call's id, leaves the call waiting for its deadline" \
+	internal/gateway/upstream/client.go \
+	'if id, ok := unreadableResponseID\(frame\); ok && !f\.Batch \{' \
+	'if id, ok := unreadableResponseID(frame); false && ok && !f.Batch {' \
+	-- "$uppkg" 'FuzzClientResponses'
+
 mutate gw-relay-queue-messages "a caller's log messages are handed over on the downstream's read loop" \
 	internal/gateway/upstream/client.go \
 	'c\.toCaller\(p, "log message", len\(params\), func\(\) \{ p\.messages\(params\) \}\)' \

@@ -672,6 +672,11 @@ func (c *Client) deliverOn(frame []byte, stream int64) {
 		if it.Err != nil {
 			c.stats.Garbage.Add(1)
 			c.stats.noise.warn(c.log, "downstream sent something that is not a JSON-RPC message", slog.String("reason", truncate(it.Err.Message, 120)))
+			if id, ok := unreadableResponseID(frame); ok && !f.Batch {
+				// Its call will get no other answer: it fails now, not
+				// at its deadline (a list, at the list's).
+				c.fail(id, ErrMalformed)
+			}
 			continue
 		}
 		switch m := it.Msg; m.Kind {
@@ -683,6 +688,46 @@ func (c *Client) deliverOn(frame []byte, stream int64) {
 			c.request(m, stream)
 		}
 	}
+}
+
+// unreadableResponseID is the id of a frame the strict reader refused
+// (invalid UTF-8, a repeated member name, nesting too deep, an envelope
+// out of shape) that still says whose answer it is: one JSON object, read
+// leniently, with one integer "id" member and no "method".
+func unreadableResponseID(frame []byte) (int64, bool) {
+	d := jsontext.NewDecoder(bytes.NewReader(frame), jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return 0, false
+	}
+	var (
+		id    int64
+		ids   int
+		valid bool
+	)
+	for d.PeekKind() != '}' {
+		tok, err := d.ReadToken()
+		if err != nil {
+			return 0, false
+		}
+		name := tok.String() // before the next read, which voids tok
+		v, err := d.ReadValue()
+		if err != nil {
+			return 0, false
+		}
+		switch name {
+		case "method":
+			return 0, false
+		case "id":
+			ids++
+			parsed, ok := jsonrpc.ParseID(v)
+			id, valid = parsed.Int()
+			valid = valid && ok
+		}
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return 0, false
+	}
+	return id, ids == 1 && valid
 }
 
 func (c *Client) response(m *jsonrpc.Message) {

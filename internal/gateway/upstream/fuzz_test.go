@@ -245,6 +245,10 @@ func FuzzClientResponses(f *testing.F) {
 				if !errors.Is(got.err, errFuzzDone) || got.res != nil {
 					t.Fatalf("call %d with no answer returned %q, %v; want the client's failure", id, got.res, got.err)
 				}
+			case r.malformed:
+				if !errors.Is(got.err, ErrMalformed) || got.res != nil {
+					t.Fatalf("call %d returned %q, %v; want ErrMalformed", id, got.res, got.err)
+				}
 			case r.result != nil:
 				if got.err != nil || !bytes.Equal(got.res, r.result) {
 					t.Fatalf("call %d returned %q, %v; want the result %q", id, got.res, got.err, r.result)
@@ -302,10 +306,11 @@ func FuzzClientResponses(f *testing.F) {
 
 // fuzzReply is the answer a call must get.
 type fuzzReply struct {
-	result  jsontext.Value // a result object, or nil for an error
-	code    int
-	message string
-	data    jsontext.Value
+	result    jsontext.Value // a result object, or nil for an error
+	code      int
+	message   string
+	data      jsontext.Value
+	malformed bool // ErrMalformed: an answer with the call's id the strict reader refused
 }
 
 // fuzzAnswer is the answer owed to one request of the downstream.
@@ -336,9 +341,13 @@ func fuzzExpect(lines [][]byte) *fuzzExpected {
 	w := &fuzzExpected{replies: map[int64]fuzzReply{}, progress: make([][]jsontext.Value, len(fuzzCalls))}
 	inFlight := func(id int64) bool { return id >= 1 && id <= int64(len(fuzzCalls)) && !w.answered(id) }
 	for _, line := range lines {
-		for _, it := range jsonrpc.DecodeFrame(line).Items {
+		f := jsonrpc.DecodeFrame(line)
+		for _, it := range f.Items {
 			if it.Err != nil {
 				w.garbage++
+				if id, ok := fuzzSalvage(line); ok && !f.Batch && inFlight(id) {
+					w.replies[id] = fuzzReply{malformed: true}
+				}
 				continue
 			}
 			m := it.Msg
@@ -376,6 +385,45 @@ func fuzzExpect(lines [][]byte) *fuzzExpected {
 		}
 	}
 	return w
+}
+
+// fuzzSalvage is the reference for unreadableResponseID, on the standard
+// library's decoder, which reads invalid UTF-8 and repeated names: the
+// integer id of a line that is one JSON object naming "id" once and no
+// "method".
+func fuzzSalvage(line []byte) (int64, bool) {
+	d := stdjson.NewDecoder(bytes.NewReader(line))
+	if tok, err := d.Token(); err != nil || tok != stdjson.Delim('{') {
+		return 0, false
+	}
+	var (
+		id    int64
+		ids   int
+		valid bool
+	)
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return 0, false
+		}
+		var v stdjson.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return 0, false
+		}
+		switch tok {
+		case "method":
+			return 0, false
+		case "id":
+			ids++
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			valid = fuzzInteger.Match(v) && string(v) != "-0" && err == nil
+			id = n
+		}
+	}
+	if _, err := d.Token(); err != nil {
+		return 0, false
+	}
+	return id, ids == 1 && valid
 }
 
 func fuzzReplyOf(m *jsonrpc.Message) fuzzReply {
