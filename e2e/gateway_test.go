@@ -216,6 +216,36 @@ func TestGatewayCancellation(t *testing.T) {
 	}
 }
 
+// TestGatewayDownstreamCrashLeavingGrandchild: a downstream that dies
+// while a process it started still holds its stdout fails the call in
+// flight at once with -32003 (502), not at the call's deadline (504), and
+// is restarted; what it left in its process group does not outlive the
+// gateway.
+func TestGatewayDownstreamCrashLeavingGrandchild(t *testing.T) {
+	mark := newMark()
+	// The shell starts the grandchild with its stdout and becomes the
+	// fixture, which exits on a call of crash.
+	servers := fmt.Sprintf("  - name: fx\n    command: [\"/bin/sh\", \"-c\", %q, %q]\n    env:\n      E2E_MARK: %q\n      FIXTURE_TOOLS: \"crash,echo\"\n    timeout: 20s\n",
+		`sleep 60 & exec "$0"`, bin("mcpfixture"), mark)
+	g := startGateway(t, mark, servers, "")
+
+	start := time.Now()
+	r := g.call("fx.crash", map[string]any{})
+	if r.status != http.StatusBadGateway {
+		t.Errorf("HTTP %d after %s, want 502; stderr:\n%s", r.status, time.Since(start), g.p.stderr.String())
+	}
+	if code, _ := errorOf(t, r.msg(t)); code != -32003 {
+		t.Errorf("code %d, want -32003", code)
+	}
+	waitUntil(t, "fx is restarted and serves again", func() bool {
+		r := g.call("fx.echo", map[string]any{"v": "back"})
+		return r.status == http.StatusOK && strings.Contains(string(r.body), `"back"`)
+	})
+	if !strings.Contains(g.p.stderr.String(), `"msg":"downstream exited"`) {
+		t.Errorf("stderr:\n%s", g.p.stderr.String())
+	}
+}
+
 // TestGatewayDownstreamFaults: a crash mid-call fails that call with
 // -32003 (502) while every other server keeps serving, and the crashed
 // server is restarted; a hung call meets the deadline (-32003, 504) and

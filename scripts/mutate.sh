@@ -1941,7 +1941,7 @@ mutate up-noise "every junk line a server writes is a warning in the gateway's l
 	'ok := true' \
 	-- "$uppkg" 'TestGarbageWarningsBounded'
 
-mutate up-stderr-grace "a child is waited for only once its stderr ends, which a grandchild can hold open" \
+mutate up-stderr-grace "a dead child's stderr is read until it ends, which a grandchild can hold open" \
 	internal/gateway/upstream/stdio.go \
 	'case <-time\.After\(stderrGrace\):' \
 	'case <-time.After(time.Hour):' \
@@ -1949,9 +1949,24 @@ mutate up-stderr-grace "a child is waited for only once its stderr ends, which a
 
 mutate up-exit-handshake "a child that exits before its handshake is reported as the handshake's timeout" \
 	internal/gateway/upstream/stdio.go \
-	'\tcase <-ch\.readDone:\n\t\t// The child ended \(or closed its output\) before its handshake:' \
-	'\tcase <-make(chan struct{}):\n\t\t// The child ended (or closed its output) before its handshake:' \
+	'\tcase <-ch\.readDone:\n\t\tlost = true' \
+	'\tcase <-make(chan struct{}):\n\t\tlost = true' \
+	internal/gateway/upstream/stdio.go \
+	'\tcase <-ch\.exited:\n\t\tlost = true' \
+	'\tcase <-make(chan struct{}):\n\t\tlost = true' \
 	-- "$uppkg" 'TestExitBeforeHandshake'
+
+mutate up-wait-exit "a child is waited for only once its stdout ends, which a grandchild can hold open after it died" \
+	internal/gateway/upstream/stdio.go \
+	'\t\tch\.waitErr = cmd\.Wait\(\)' \
+	'\t\t<-ch.readDone\n\t\tch.waitErr = cmd.Wait()' \
+	-- "$uppkg" 'TestCrashWhileGrandchildHoldsOutput'
+
+mutate up-exit-group "what a dead child left in its process group lives on" \
+	internal/gateway/upstream/stdio.go \
+	'left := s\.signalGroup\(pgid, syscall\.SIGTERM\)' \
+	'left := false' \
+	-- "$uppkg" 'TestCrashWhileGrandchildHoldsOutput'
 
 mutate gw-held-audit "a call of a tool held for review is audited as an unknown name" \
 	internal/gateway/invoke.go \

@@ -33,11 +33,18 @@ var (
 	// cancelSendTimeout bounds sending a notifications/cancelled or an
 	// answer to a downstream request.
 	cancelSendTimeout = 2 * time.Second
-	// stderrGrace is how long a child's stderr may stay open once its
-	// stdout has ended: a grandchild that left the process group can
-	// hold it for as long as it lives, and the child is only known to
-	// have exited once Wait, which closes it, returns.
+	// stderrGrace is how long a child's stderr may stay open once it
+	// has exited, so that its last lines are logged: a grandchild that
+	// left the process group can hold it for as long as it lives.
 	stderrGrace = time.Second
+	// exitGrace is how long a child whose stdout ended has to exit before
+	// it is taken for one that closed its output and is stopped.
+	exitGrace = time.Second
+	// drainGrace is how long the output of a child that exited may take
+	// to end before the calls still waiting on it fail: what it wrote
+	// before it died is read first, but a grandchild that holds the pipe
+	// must not hold the calls up.
+	drainGrace = 100 * time.Millisecond
 )
 
 // State is a downstream's connection state.
@@ -190,9 +197,10 @@ type child struct {
 	cmd        *exec.Cmd
 	stdin      io.WriteCloser
 	conn       *wire.Conn
+	stderr     *os.File // the gateway's end of the child's stderr
 	stderrDone chan struct{}
 	readDone   chan struct{} // closed when its output has ended
-	exited     chan struct{} // closed once Wait returned
+	exited     chan struct{} // closed once Wait returned: it was reaped
 	waitErr    error
 }
 
@@ -213,33 +221,18 @@ func (s *StdioServer) runOnce() (stopped bool) {
 		defer close(ch.readDone)
 		s.read(ch.conn, c)
 	}()
-	go func() {
-		// Wait closes the pipes, so it must wait for their readers: for
-		// stdout, always; for stderr, as long as stderrGrace.
-		<-ch.readDone
-		select {
-		case <-ch.stderrDone:
-		case <-time.After(stderrGrace):
-		}
-		ch.waitErr = ch.cmd.Wait()
-		close(ch.exited)
-	}()
 
 	hctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
 	hsDone := make(chan error, 1)
 	go func() { hsDone <- c.handshake(hctx) }()
 	var hsErr error
+	lost := false
 	select {
 	case hsErr = <-hsDone:
 	case <-ch.readDone:
-		// The child ended (or closed its output) before its handshake:
-		// said as that, at once, not as the handshake's timeout.
-		cancel()
-		c.Fail(ErrConnectionLost)
-		<-hsDone
-		s.ended(ch, "downstream exited before its handshake", "downstream closed its output before its handshake; stopping it", 0)
-		s.setState(Failed, nil)
-		return false
+		lost = true
+	case <-ch.exited:
+		lost = true
 	case <-s.stop:
 		cancel()
 		<-hsDone
@@ -248,6 +241,15 @@ func (s *StdioServer) runOnce() (stopped bool) {
 		return true
 	}
 	cancel()
+	if lost {
+		// The child ended (or closed its output) before its handshake:
+		// said as that, at once, not as the handshake's timeout.
+		c.Fail(ErrConnectionLost)
+		<-hsDone
+		s.ended(ch, c, "downstream exited before its handshake", "downstream closed its output before its handshake; stopping it")
+		s.setState(Failed, nil)
+		return false
+	}
 	if hsErr != nil {
 		s.log.Error("downstream handshake failed", slog.String("error", hsErr.Error()))
 		c.Fail(ErrConnectionLost)
@@ -269,40 +271,115 @@ func (s *StdioServer) runOnce() (stopped bool) {
 
 	select {
 	case <-ch.readDone:
-		// The output ended: the process died, or closed its stdout and
-		// can no longer answer. Either way it is done.
-		s.setState(Connecting, nil)
-		n := c.InFlight()
-		c.Fail(ErrConnectionLost)
-		s.ended(ch, "downstream exited", "downstream closed its output; stopping it", n)
-		return false
+	case <-ch.exited:
 	case <-s.stop:
 		s.setState(Closed, nil)
 		c.Fail(ErrClosed)
 		s.shutdown(ch)
 		return true
 	}
+	// The process died (though its output may live on in a process it
+	// started), or it closed its stdout and can no longer answer. Either
+	// way it is done.
+	s.setState(Connecting, nil)
+	s.ended(ch, c, "downstream exited", "downstream closed its output; stopping it")
+	return false
 }
 
-// ended settles a child whose output has ended: it exited (logged as
-// exited, with its status), or it closed its output and can no longer
-// answer (logged as closed, and stopped). n is the calls it failed.
-func (s *StdioServer) ended(ch *child, exited, closed string, n int) {
-	select {
-	case <-ch.exited:
-		s.log.Warn(exited, slog.String("status", exitStatus(ch.waitErr)), slog.Int("calls_failed", n))
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.StopGrace)
-		_ = ch.conn.Shutdown(ctx) // the writer ends on the closed pipe
-		cancel()
-	case <-time.After(stderrGrace + 100*time.Millisecond):
-		s.log.Warn(closed, slog.Int("calls_failed", n))
-		s.shutdown(ch)
+// ended settles a child that died or closed its output: it fails c's
+// calls in flight with ErrConnectionLost and logs the child as exited,
+// with its status, or as having closed its output and able to answer no
+// more, which is then stopped. It returns once the child and its readers
+// are gone.
+func (s *StdioServer) ended(ch *child, c *Client, exited, closed string) {
+	failed := 0
+	fail := func() {
+		failed += c.InFlight()
+		c.Fail(ErrConnectionLost)
 	}
+	select {
+	case <-ch.readDone:
+		// All it wrote has been read; its exit, if it died, follows.
+		fail()
+		select {
+		case <-ch.exited:
+		case <-time.After(exitGrace):
+			s.log.Warn(closed, slog.Int("calls_failed", failed))
+			s.shutdown(ch)
+			return
+		}
+	case <-ch.exited:
+	}
+	// The leader is gone; what it left in its group goes too, SIGTERM
+	// and then SIGKILL after StopGrace, which also ends its output unless
+	// a process that left the group holds it. Until then what the child
+	// wrote before it died is still read, but only briefly.
+	pgid := ch.cmd.Process.Pid
+	left := s.signalGroup(pgid, syscall.SIGTERM)
+	select {
+	case <-ch.readDone:
+	case <-time.After(drainGrace):
+	}
+	fail()
+	s.log.Warn(exited, slog.String("status", exitStatus(ch.waitErr)), slog.Int("calls_failed", failed))
+	if left && !groupGone(pgid, s.opts.StopGrace) {
+		s.signalGroup(pgid, syscall.SIGKILL)
+	}
+	s.release(ch)
+}
+
+// groupPoll is how often groupGone looks: nothing tells the gateway when
+// the last process of a group that is not its children is gone.
+const groupPoll = 10 * time.Millisecond
+
+// groupGone reports whether the process group pgid is empty, or becomes
+// so within d.
+func groupGone(pgid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for syscall.Kill(-pgid, 0) == nil {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(groupPoll)
+	}
+	return true
+}
+
+// signalGroup sends sig to the process group pgid and reports whether
+// any process was left in it to receive it.
+func (s *StdioServer) signalGroup(pgid int, sig syscall.Signal) bool {
+	err := syscall.Kill(-pgid, sig)
+	if err != nil {
+		if !errors.Is(err, syscall.ESRCH) {
+			s.log.Warn("signalling the downstream's process group failed", slog.String("signal", sig.String()), slog.String("error", err.Error()))
+		}
+		return false
+	}
+	s.log.Info("what the downstream left in its process group signalled", slog.String("signal", sig.String()))
+	return true
+}
+
+// release waits, once the child has exited, for the readers of its
+// output. The gateway's end of stdout is closed at once, so that a
+// grandchild that left the group holding the pipe cannot keep the reader
+// waiting; stderr has stderrGrace to end on its own first. It also stops
+// the writer, which ends on stdin, closed by Wait.
+func (s *StdioServer) release(ch *child) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.StopGrace)
+	_ = ch.conn.Shutdown(ctx)
+	cancel()
+	<-ch.readDone
+	select {
+	case <-ch.stderrDone:
+	case <-time.After(stderrGrace):
+	}
+	ch.stderr.Close()
+	<-ch.stderrDone
 }
 
 // start starts the process with an explicit environment, in a process
 // group of its own (so shutdown reaches whatever it spawned), and with
-// its death tied to the gateway's.
+// its death tied to the gateway's, and waits for it in the background.
 func (s *StdioServer) start() (*child, error) {
 	cmd := exec.Command(s.opts.Command[0], s.opts.Command[1:]...)
 	cmd.Dir = s.opts.Dir
@@ -311,26 +388,43 @@ func (s *StdioServer) start() (*child, error) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// stdout and stderr are pipes of the gateway's own, not exec's: Wait
+	// neither waits for nor closes an *os.File, so it can run from the
+	// start, and the child's death is seen when it happens even while a
+	// process it started holds its output open.
+	stdout, stdoutW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("upstream: stdout pipe: %w", err)
+	}
+	stderr, stderrW, err := os.Pipe()
+	if err != nil {
+		stdout.Close()
+		stdoutW.Close()
+		return nil, fmt.Errorf("upstream: stderr pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
 	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = cmd.Start() // on failure, it closes stdin's pipe
 	}
-	stdout, err := cmd.StdoutPipe()
+	// The child has its own copies of the write ends now; the output
+	// would never end while the gateway kept these.
+	stdoutW.Close()
+	stderrW.Close()
 	if err != nil {
-		return nil, err
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
+		stdout.Close()
+		stderr.Close()
 		return nil, fmt.Errorf("upstream: start %s: %w", s.opts.Command[0], err)
 	}
 	s.mu.Lock()
 	s.pid = cmd.Process.Pid
 	s.mu.Unlock()
-	ch := &child{cmd: cmd, stdin: stdin, conn: wire.NewConn(stdout, stdin, s.opts.MaxMessage),
+	ch := &child{cmd: cmd, stdin: stdin, conn: wire.NewConn(stdout, stdin, s.opts.MaxMessage), stderr: stderr,
 		stderrDone: make(chan struct{}), readDone: make(chan struct{}), exited: make(chan struct{})}
+	go func() {
+		ch.waitErr = cmd.Wait()
+		close(ch.exited)
+	}()
 	go func() {
 		defer close(ch.stderrDone)
 		s.relayStderr(stderr)
@@ -396,9 +490,8 @@ func (s *StdioServer) relayStderr(r io.Reader) {
 }
 
 // shutdown ends the child: EOF on its stdin, then SIGTERM, then SIGKILL
-// of its process group, each after StopGrace, and waits for it. Its
-// output is closed on the gateway's side at the end, so that a grandchild
-// that left the group holding the pipe cannot keep the reader waiting.
+// of its process group, each after StopGrace, and waits for it and for
+// the readers of its output (see release).
 func (s *StdioServer) shutdown(ch *child) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.StopGrace)
 	_ = ch.conn.Shutdown(ctx) // flush what was accepted, close our end of stdin's writer
@@ -416,12 +509,13 @@ func (s *StdioServer) shutdown(ch *child) {
 		case <-ch.exited:
 			// The leader is gone; what it left in its group goes too.
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			s.release(ch)
 			return
 		case <-time.After(s.opts.StopGrace):
 		}
 	}
-	ch.conn.CloseRead()
 	<-ch.exited
+	s.release(ch)
 }
 
 func exitStatus(err error) string {

@@ -428,14 +428,19 @@ func TestCallUnavailable(t *testing.T) {
 // TestExitBeforeHandshake: a server that exits at once is reported as
 // having exited, with its status, as soon as it does (not as its
 // handshake's timeout), and is restarted; so is one whose grandchild,
-// in a session of its own, keeps its stderr open after it died.
+// in a session of its own, keeps its stderr open after it died, for
+// longer than the test would wait for the restarts.
 func TestExitBeforeHandshake(t *testing.T) {
 	for name, script := range map[string]string{
-		"exits":                         "echo going >&2; exit 3",
-		"a grandchild holds its stderr": "setsid sleep 3 </dev/null >/dev/null & echo going >&2; exit 3",
+		"exits": "echo going >&2; exit 3",
+		// The child exits only once the grandchild has its session (it
+		// says so on the pipe read): before, the signal to the dead
+		// child's group would still reach it.
+		"a grandchild holds its stderr": `{ setsid sh -c 'echo $$ >>"$PIDS"; echo; exec sleep 60 >/dev/null' </dev/null & } | read -r _; echo going >&2; exit 3`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := startServer(t, []string{"/bin/sh", "-c", script}, nil, false)
+			pidFile, _ := grandchildren(t)
+			f := startServer(t, []string{"/bin/sh", "-c", script}, map[string]string{"PIDS": pidFile}, false)
 			start := time.Now()
 			f.await(t, Failed)
 			if took := time.Since(start); took > handshakeTimeout/2 {
@@ -453,4 +458,114 @@ func TestExitBeforeHandshake(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCrashWhileGrandchildHoldsOutput: a child that dies while a process
+// it started still holds its stdout is seen to have died when it does,
+// not when its output ends: the call in flight fails with
+// ErrConnectionLost (not at its deadline), the child is reaped (no
+// zombie), what it left in its process group is killed, and it is
+// restarted. A grandchild that left the group, which no signal to the
+// group reaches, cannot hold the restart up either.
+func TestCrashWhileGrandchildHoldsOutput(t *testing.T) {
+	for name, tc := range map[string]struct {
+		spawn  string
+		killed bool
+	}{
+		"in its group":   {spawn: "sleep 60", killed: true},
+		"left its group": {spawn: "setsid sleep 60"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pidFile, pids := grandchildren(t)
+			// The shell starts the grandchild with its stdout and becomes
+			// the fixture, which exits on a call of crash.
+			f := startServer(t, []string{"/bin/sh", "-c", tc.spawn + ` & echo $! >>"$PIDS"; exec "$0"`, filepath.Join(binDir, "mcpfixture")},
+				map[string]string{"FIXTURE_TOOLS": "crash", "PIDS": pidFile}, true)
+			leader := f.PID()
+			grandchild := pids()[0]
+			// A grandchild that left the group must have left it before
+			// the crash, or the signal to the group would still reach it.
+			if !tc.killed && !eventually(func() bool {
+				_, pgrp, ok := procStat(grandchild)
+				return ok && pgrp != leader
+			}) {
+				t.Fatalf("the grandchild %d never left the group %d", grandchild, leader)
+			}
+
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			if _, err := f.Call(ctx, "tools/call", []byte(`{"name":"crash","arguments":{}}`), CallOptions{Name: "crash"}); !errors.Is(err, ErrConnectionLost) {
+				t.Fatalf("crash call: %v, want ErrConnectionLost; log:\n%s", err, f.logs.String())
+			}
+			f.await(t, Connected)
+			if f.Restarts() != 1 {
+				t.Errorf("restarts = %d, want 1", f.Restarts())
+			}
+			if _, err := callTool(t, f, "echo", `{}`); err != nil {
+				t.Fatalf("after the restart: %v", err)
+			}
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", leader)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the dead child %d was not reaped (stat: %v)", leader, err)
+			}
+			if tc.killed && !eventually(func() bool {
+				state, _, ok := procStat(grandchild)
+				return !ok || state == 'Z' || state == 'X' // exited, whether reaped yet or not
+			}) {
+				t.Errorf("the grandchild %d in the dead child's group still runs", grandchild)
+			}
+			if logs := f.logs.String(); !strings.Contains(logs, `"msg":"downstream exited"`) || !strings.Contains(logs, "exit status 3") {
+				t.Errorf("log:\n%s", logs)
+			}
+		})
+	}
+}
+
+// grandchildren returns a file for the children a test starts to write
+// the ids of the processes they start to, one a line, and a function
+// that reads them. Those are killed when the test ends: one that left
+// its parent's process group is reached by no shutdown.
+func grandchildren(t *testing.T) (file string, pids func() []int) {
+	t.Helper()
+	file = filepath.Join(t.TempDir(), "pids")
+	pids = func() []int {
+		b, err := os.ReadFile(file)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		var ids []int
+		for _, field := range strings.Fields(string(b)) {
+			var pid int
+			if _, err := fmt.Sscan(field, &pid); err != nil {
+				t.Fatalf("%s: %q", file, b)
+			}
+			ids = append(ids, pid)
+		}
+		return ids
+	}
+	t.Cleanup(func() {
+		for _, pid := range pids() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return file, pids
+}
+
+// procStat returns the state and process group of pid, or false when
+// there is no such process.
+func procStat(pid int) (state byte, pgrp int, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	// The fields follow the command, in parentheses that it may contain:
+	// state, ppid, pgrp.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	var ppid int
+	if _, err := fmt.Sscanf(string(b[i+1:]), " %c %d %d", &state, &ppid, &pgrp); err != nil {
+		return 0, 0, false
+	}
+	return state, pgrp, true
 }
