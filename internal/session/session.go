@@ -110,6 +110,11 @@ type Session struct {
 	drainCh   chan struct{}
 	// writeCtx bounds writes of responses; it ends on a hard stop.
 	writeCtx context.Context
+
+	// beforeListen, when set (only by this package's tests), runs as a
+	// subscriptions/listen is about to take subMu: the one interleaving
+	// of a listen with a drain that no test can force from outside.
+	beforeListen func()
 }
 
 // NewSession returns a session of s on conn.

@@ -51,6 +51,9 @@ func (ss *Session) listen(r replier, m *jsonrpc.Message) {
 		r.sendError(jsonrpc.NewError(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
 		return
 	}
+	if ss.beforeListen != nil {
+		ss.beforeListen()
+	}
 	ss.subMu.Lock()
 	defer ss.subMu.Unlock()
 	ss.mu.Lock()

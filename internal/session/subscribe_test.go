@@ -135,33 +135,40 @@ func mustString(t *testing.T, v any) string {
 	return string(b)
 }
 
-// TestSubscriptionsListenAtDrain: a subscription read just as the session
-// starts to drain is answered all the same, however the two interleave:
-// every open subscription gets its result before the output ends. The
-// rounds sweep the moment of the drain across the read of the request.
+// TestSubscriptionsListenAtDrain: a listen read just as the session
+// begins to drain, after the drain has answered the open subscriptions,
+// is acknowledged and answered at once: nothing would answer it later.
+// The drain is run from inside the listen, before it takes its lock, so
+// the interleaving is the same every time.
 func TestSubscriptionsListenAtDrain(t *testing.T) {
-	for i := range 1000 {
-		ctx, cancel := context.WithCancel(context.Background())
-		h := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: newTools(t, nil)}})
-		stop := time.AfterFunc(30*time.Second, func() { h.in.Close(); cancel() })
-		h.send(`{"jsonrpc":"2.0","id":"s","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` + modernMeta + `}}`)
-		for start := time.Now(); time.Since(start) < time.Duration(i%50)*time.Microsecond; {
-		}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := newHarness(t, ctx, session.Options{Catalog: &changingCatalog{reg: newTools(t, nil)}})
+	stop := time.AfterFunc(30*time.Second, func() { h.in.Close(); cancel() })
+	defer stop.Stop()
+	reached := false
+	session.SetBeforeListen(h.sess, func() {
+		reached = true
 		h.sess.Drain()
-		acked, answered := false, false
-		for {
-			line, err := h.out.ReadBytes('\n')
-			if err != nil {
-				break
-			}
-			s := string(line)
-			acked = acked || strings.Contains(s, `"notifications/subscriptions/acknowledged"`)
-			answered = answered || strings.Contains(s, `"id":"s"`)
+		for !session.Drained(h.sess) {
+			time.Sleep(time.Millisecond)
 		}
-		stop.Stop()
-		cancel()
-		if acked && !answered {
-			t.Fatalf("round %d: a subscription acknowledged at the drain was never answered", i)
+	})
+	h.send(`{"jsonrpc":"2.0","id":"s","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` + modernMeta + `}}`)
+	acked, answered := false, false
+	for {
+		line, err := h.out.ReadBytes('\n')
+		if err != nil {
+			break
 		}
+		s := string(line)
+		acked = acked || strings.Contains(s, `"notifications/subscriptions/acknowledged"`)
+		answered = answered || strings.Contains(s, `"id":"s"`)
+	}
+	if !reached {
+		t.Fatal("the listen was not read")
+	}
+	if !acked || !answered {
+		t.Fatalf("a listen read at the drain: acknowledged %v, answered %v; want both", acked, answered)
 	}
 }
