@@ -1243,17 +1243,11 @@ mutate gw-held-offered "a tool the ledger holds is offered anyway" \
 	'\t\tif r.Status != "" {\n\t\t\tadmitted[r.Name] = r.Digest' \
 	-- "$catpkg" 'TestJudgeHolds'
 
-mutate cat-duplicate-case-tool "tool names that differ only in case are two names, one taking over the other's grant" \
+mutate cat-duplicate-case "tool and prompt names that differ only in case are two names, one taking over the other's grant" \
 	internal/gateway/catalog/catalog.go \
-	'counts\.add\(nameKey\(v\.tool\.Name\), v\.tool\.Name\)' \
-	'counts.add(v.tool.Name, v.tool.Name)' \
-	-- "$catpkg" 'TestDuplicateNames'
-
-mutate cat-duplicate-case-prompt "prompt names that differ only in case are two names, one taking over the other's grant" \
-	internal/gateway/catalog/prompt.go \
-	'counts\.add\(nameKey\(checked\[i\]\.Name\), checked\[i\]\.Name\)' \
-	'counts.add(checked[i].Name, checked[i].Name)' \
-	-- "$catpkg" 'TestPromptDuplicateNames'
+	'return strings\.ToLower\(name\)\n\}\n\n// nameCounts' \
+	'return name\n}\n\n// nameCounts' \
+	-- "$catpkg" 'TestDuplicateNames|TestPromptDuplicateNames'
 
 mutate gw-output-schema "a result that fails the pinned outputSchema is relayed" \
 	internal/gateway/invoke.go \

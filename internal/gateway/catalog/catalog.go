@@ -703,11 +703,11 @@ func (c *Catalog) check(server string, descriptors []jsontext.Value, others []st
 	for _, v := range out {
 		switch {
 		case v.tool != nil:
-			counts.add(nameKey(v.tool.Name), v.tool.Name)
+			counts.add(v.tool.Name)
 		case v.rej.Name != "":
 			// A copy rejected for another reason still shares the name:
 			// the valid copy must not win by its rival's fault.
-			counts.add(nameKey(v.rej.Name), v.rej.Name)
+			counts.add(v.rej.Name)
 		}
 	}
 	for i, v := range out {
@@ -715,7 +715,7 @@ func (c *Catalog) check(server string, descriptors []jsontext.Value, others []st
 			st.rejected = append(st.rejected, *v.rej)
 			continue
 		}
-		if detail := counts.shared(nameKey(v.tool.Name), "descriptors"); detail != "" {
+		if detail := counts.shared(v.tool.Name, "descriptors"); detail != "" {
 			// None of the copies wins: which one would is discovery order.
 			st.rejected = append(st.rejected, Rejected{Server: server, Index: i, Name: v.tool.Name, Qualified: v.tool.Qualified,
 				Category: admit.RejectDuplicateName, Detail: detail, Raw: descriptors[i]})
@@ -745,7 +745,8 @@ type nameCount struct {
 	cased bool   // another spelling differs from first, only in case
 }
 
-func (c nameCounts) add(key, name string) {
+func (c nameCounts) add(name string) {
+	key := nameKey(name)
 	nc := c[key]
 	if nc == nil {
 		nc = &nameCount{first: name}
@@ -755,11 +756,11 @@ func (c nameCounts) add(key, name string) {
 	nc.cased = nc.cased || name != nc.first
 }
 
-// shared returns why the name under key is given to none of the
-// descriptors (what they are: "descriptors", "prompts") counted under
-// it, or "" when only one is.
-func (c nameCounts) shared(key, what string) string {
-	nc := c[key]
+// shared returns why name is given to none of the descriptors (what
+// they are: "descriptors", "prompts") counted under its [nameKey], or ""
+// when only one is.
+func (c nameCounts) shared(name, what string) string {
+	nc := c[nameKey(name)]
 	switch {
 	case nc == nil || nc.n < 2:
 		return ""

@@ -266,20 +266,28 @@ func TestDuplicateNames(t *testing.T) {
 			if got := names(s); got != tc.admitted {
 				t.Errorf("admitted %q, want %q", got, tc.admitted)
 			}
-			var dups []int
-			for _, r := range s.Rejected {
-				if r.Category != admit.RejectDuplicateName {
-					continue
-				}
-				dups = append(dups, r.Index)
-				if cased := strings.Contains(r.Detail, "only in case"); cased != tc.cased {
-					t.Errorf("descriptor %d: detail %q, want differing only in case %v", r.Index, r.Detail, tc.cased)
-				}
-			}
-			if !slices.Equal(dups, tc.duplicates) {
-				t.Errorf("duplicates %v, want %v (rejected %+v)", dups, tc.duplicates, s.Rejected)
-			}
+			checkDuplicates(t, s.Rejected, tc.duplicates, tc.cased)
 		})
+	}
+}
+
+// checkDuplicates checks that exactly the descriptors at indexes were
+// rejected as duplicate_name, each with a detail that says, as cased does,
+// whether the names differ only in case.
+func checkDuplicates(t *testing.T, rejected []Rejected, indexes []int, cased bool) {
+	t.Helper()
+	var dups []int
+	for _, r := range rejected {
+		if r.Category != admit.RejectDuplicateName {
+			continue
+		}
+		dups = append(dups, r.Index)
+		if got := strings.Contains(r.Detail, "only in case"); got != cased {
+			t.Errorf("descriptor %d: detail %q, want differing only in case %v", r.Index, r.Detail, cased)
+		}
+	}
+	if !slices.Equal(dups, indexes) {
+		t.Errorf("duplicates %v, want %v (rejected %+v)", dups, indexes, rejected)
 	}
 }
 

@@ -130,9 +130,9 @@ func checkPrompts(server string, descriptors []jsontext.Value, others []string) 
 		checked[i], rejected[i] = checkPrompt(server, i, raw, others)
 		switch {
 		case checked[i] != nil:
-			counts.add(nameKey(checked[i].Name), checked[i].Name)
+			counts.add(checked[i].Name)
 		case rejected[i].Name != "":
-			counts.add(nameKey(rejected[i].Name), rejected[i].Name)
+			counts.add(rejected[i].Name)
 		}
 	}
 	for i, p := range checked {
@@ -140,7 +140,7 @@ func checkPrompts(server string, descriptors []jsontext.Value, others []string) 
 			sp.rejected = append(sp.rejected, *rejected[i])
 			continue
 		}
-		if detail := counts.shared(nameKey(p.Name), "prompts"); detail != "" {
+		if detail := counts.shared(p.Name, "prompts"); detail != "" {
 			sp.rejected = append(sp.rejected, Rejected{Kind: admit.KindPrompt, Server: server, Index: i, Name: p.Name,
 				Qualified: p.Qualified, Category: admit.RejectDuplicateName, Detail: detail, Raw: descriptors[i]})
 			continue

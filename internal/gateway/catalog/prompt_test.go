@@ -1,7 +1,6 @@
 package catalog
 
 import (
-	"slices"
 	"strings"
 	"testing"
 
@@ -88,19 +87,7 @@ func TestPromptDuplicateNames(t *testing.T) {
 			if got := promptNames(s); got != tc.offered {
 				t.Errorf("offered %q, want %q", got, tc.offered)
 			}
-			var dups []int
-			for _, r := range s.Rejected {
-				if r.Category != admit.RejectDuplicateName {
-					continue
-				}
-				dups = append(dups, r.Index)
-				if cased := strings.Contains(r.Detail, "only in case"); cased != tc.cased {
-					t.Errorf("prompt %d: detail %q, want differing only in case %v", r.Index, r.Detail, tc.cased)
-				}
-			}
-			if !slices.Equal(dups, tc.duplicates) {
-				t.Errorf("duplicates %v, want %v (rejected %+v)", dups, tc.duplicates, s.Rejected)
-			}
+			checkDuplicates(t, s.Rejected, tc.duplicates, tc.cased)
 		})
 	}
 }

@@ -247,6 +247,14 @@ func TestHTTPRefusesRedirects(t *testing.T) {
 	}
 }
 
+// peekBody reads r's body and puts it back, for a test server that
+// answers some requests itself and hands the rest on.
+func peekBody(r *http.Request) []byte {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body
+}
+
 // idAndName finds a request's id and tools/call name in its body.
 var idAndName = regexp.MustCompile(`"id":(\d+),"method":"tools/call","params":\{"name":"([a-z]+)"`)
 
@@ -256,8 +264,7 @@ func TestHTTPOversizedAnswer(t *testing.T) {
 	srv, _ := newSDKServer(t)
 	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		body := peekBody(r)
 		if m := idAndName.FindSubmatch(body); m != nil && string(m[2]) == "huge" {
 			w.Header().Set("Content-Type", "application/json")
 			w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m[1]) + `,"result":{"x":"` + strings.Repeat("a", 1<<17) + `"}}`))
@@ -525,8 +532,7 @@ func TestHTTPUnreadableAnswerFailsAtOnce(t *testing.T) {
 	srv, _ := newSDKServer(t)
 	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		body := peekBody(r)
 		if m := idAndName.FindSubmatch(body); m != nil && answers[string(m[2])] != nil {
 			status, ct, text := answers[string(m[2])](string(m[1]))
 			if ct != "" {
@@ -574,8 +580,7 @@ func TestHTTPAnswerToAnAnswerIsNotRead(t *testing.T) {
 	srv, _ := newSDKServer(t)
 	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		body := peekBody(r)
 		ping := func() {
 			w.Header().Set("Content-Type", "application/json")
 			w.Write([]byte(`{"jsonrpc":"2.0","id":"p","method":"ping"}`))
