@@ -299,6 +299,30 @@ mutate catalog-vet "functions of the database are not vetted in the catalog" \
 	'if false {' \
 	-- "$sqlpkg" 'TestCatalogCheckJudgesByOrigin|TestToolUserFunctionWriteStoppedByTransaction'
 
+mutate sql-attr-denied "a denied function is called through attribute notation: (0.5::float8).pg_sleep" \
+	internal/tools/sqlquery/walk.go \
+	'if _, denied := w\.p\.denied\(ref\.Name\); denied \{' \
+	'if false {' \
+	-- "$sqlpkg" 'TestAttributeNotationJudgedByPolicy'
+
+mutate sql-attr-allowlist "in allowlist mode a function off the list is called through attribute notation" \
+	internal/tools/sqlquery/walk.go \
+	'\} else if _, allowed := w\.p\.allow\[ref\.Name\]; w\.p\.allow != nil && !allowed \{' \
+	'} else if false {' \
+	-- "$sqlpkg" 'TestAttributeNotationJudgedByPolicy'
+
+mutate sql-attr-builtin "the catalog check looks only at the database's functions for a refused attribute name" \
+	internal/tools/sqlquery/vet.go \
+	'AND \(r\.named OR p\.oid OPERATOR' \
+	'AND (p.oid OPERATOR' \
+	-- "$sqlpkg" 'TestAttributeNotationJudgedByPolicy'
+
+mutate sql-attr-allow-override "MCP_SQL_ALLOW_FUNCTIONS lifts the denylist for an attribute name" \
+	internal/tools/sqlquery/vet.go \
+	'if \(!allowed \|\| missing\[i-1\]\.Refused != ""\) && ' \
+	'if !allowed && ' \
+	-- "$sqlpkg" 'TestAttributeNotationJudgedByPolicy'
+
 mutate session-effects "effects a query leaves on the session are not looked for" \
 	internal/tools/sqlquery/executor.go \
 	'what := fx\.found\(q\.settings, !inTx\)' \

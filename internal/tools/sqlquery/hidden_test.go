@@ -43,6 +43,50 @@ func TestCatalogCheckJudgesByOrigin(t *testing.T) {
 	}
 }
 
+// TestAttributeNotationJudgedByPolicy: (x).f calls f(x), so a name the
+// policy refuses is refused as the last name of a column reference or a
+// field selection whenever a function of that name could be called
+// that way, PostgreSQL's own included, and MCP_SQL_ALLOW_FUNCTIONS does
+// not lift it; a column no such function shares a name with is read.
+func TestAttributeNotationJudgedByPolicy(t *testing.T) {
+	h := newDBHarness(t)
+	h.db.Exec(t, `SET ROLE `+pgx.Identifier{h.db.Cluster.User()}.Sanitize()+`;
+CREATE TABLE fx_cols (lo_mark int, http int, pg_sleep_ms int, nextval int);
+INSERT INTO fx_cols VALUES (1, 2, 3, 4);
+RESET ROLE;`)
+	tests := []struct {
+		policy []Option
+		allow  []string // MCP_SQL_ALLOW_FUNCTIONS
+		sql    string
+		want   string // executorRefusal, or "no refusal"
+	}{
+		{sql: "SELECT c.lo_mark, c.http, c.pg_sleep_ms, (c).http FROM fx_cols c", want: "no refusal"},
+		{sql: "SELECT (0.01::float8).pg_sleep", want: "catalog"},
+		{sql: "SELECT (0.01::float8).pg_sleep", allow: []string{"pg_catalog.pg_sleep"}, want: "catalog"},
+		{sql: "SELECT ('SELECT ''a''::tsvector'::text).ts_stat", want: "catalog"},
+		// A column named like a denied one-argument function is refused:
+		// the tree cannot tell it from the call (documented).
+		{sql: "SELECT c.nextval FROM fx_cols c", want: "catalog"},
+		{policy: []Option{WithAllowedFunctions("lower")}, sql: "SELECT (c.t).lower FROM (SELECT 'A'::text) c(t)", want: "no refusal"},
+		{policy: []Option{WithAllowedFunctions("lower")}, sql: "SELECT (c.t).upper FROM (SELECT 'A'::text) c(t)", want: "catalog"},
+	}
+	for _, tt := range tests {
+		ex, err := NewExecutor(h.db.DSN(), ExecOptions{MaxConns: 1, AllowFunctions: tt.allow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl, err := NewTool(newTestPolicy(t, tt.policy...), ex, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = tl.Call(t.Context(), toolArgs(t, tt.sql))
+		if got := executorRefusal(err); got != tt.want {
+			t.Errorf("%q (allowed %v): %s, want %s", tt.sql, tt.allow, got, tt.want)
+		}
+		ex.Close()
+	}
+}
+
 // TestSQLJSONSyntaxVetted: SQL/JSON syntax is an ordinary call to a
 // server older than it; a VOLATILE function of that name on the
 // search_path is refused, whichever server runs the query.

@@ -137,6 +137,9 @@ func TestPrepareFunctions(t *testing.T) {
 		{"SELECT total FROM customers", nil},
 		{"SELECT c.* FROM customers c", nil},
 		{"SELECT (c).total, (c).a[1] FROM customers c", []FuncRef{{Name: "total", Attribute: true}, {Name: "a", Attribute: true}}},
+		{"SELECT (0.5::float8).pg_sleep, a.b.pg_terminate_backend, (x).\"PG_SLEEP\" FROM t a",
+			[]FuncRef{{Name: "pg_sleep", Attribute: true, Refused: "is not allowed"}, {Name: "pg_terminate_backend", Attribute: true, Refused: "is not allowed"},
+				{Name: "PG_SLEEP", Attribute: true}}},
 		{"SELECT * FROM generate_series(1, 3) g WHERE g > abs(-1)", []FuncRef{{Name: "generate_series"}, {Name: "abs"}}},
 		{"SELECT * FROM t TABLESAMPLE bernoulli (10)", []FuncRef{{Name: "bernoulli"}}},
 		{"WITH x AS (SELECT f(a) FROM t) SELECT g() FROM x", []FuncRef{{Name: "g"}, {Name: "f"}}},
@@ -150,5 +153,20 @@ func TestPrepareFunctions(t *testing.T) {
 		if !slices.Equal(prep.Functions, tt.want) {
 			t.Errorf("Prepare(%q).Functions = %+v, want %+v", tt.query, prep.Functions, tt.want)
 		}
+	}
+
+	// In allowlist mode an attribute name off the list is refused too,
+	// when a function of that name could be called.
+	lp, err := NewPolicy(WithAllowedFunctions("lower"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prep, err := lp.Prepare("SELECT c.lower, c.upper FROM customers c", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []FuncRef{{Name: "lower", Attribute: true}, {Name: "upper", Attribute: true, Refused: "is not on the allowlist"}}
+	if !slices.Equal(prep.Functions, want) {
+		t.Errorf("allowlist: Functions = %+v, want %+v", prep.Functions, want)
 	}
 }

@@ -171,6 +171,12 @@ type FuncRef struct {
 	// one: the last name of a column reference (c.f) or field selection
 	// ((c).f), which PostgreSQL resolves to f(c) when c has no column f.
 	Attribute bool
+	// Refused, set only with Attribute, says why the policy refuses the
+	// function the name would call ("is not allowed", "is not on the
+	// allowlist"). The tree cannot tell the column from the call, so the
+	// catalog check refuses the query when any function of that name
+	// could be called this way, PostgreSQL's own included.
+	Refused string
 }
 
 // Truncated reports whether a result of which the executor saw rowsSeen

@@ -33,24 +33,27 @@ import (
 // definition, a STABLE or IMMUTABLE label that lies. The session-effect
 // check (effects.go), the read-only transaction and the role cover those.
 
-// vetSQL resolves the names of one query. The three arrays are, per name,
-// its schema ("" when unqualified), its name, and whether it came from
+// vetSQL resolves the names of one query. The four arrays are, per name,
+// its schema ("" when unqualified), its name, whether it came from
 // attribute notation (then only a function taking one argument can be
-// meant). A row is a function that refuses the name at index i.
+// meant), and whether the policy refuses the name itself (an attribute
+// name: then any function it could call refuses it, PostgreSQL's own
+// included). A row is a function that refuses the name at index i.
 const vetSQL = `SELECT r.i::pg_catalog.int8, n.nspname::pg_catalog.text, p.proname::pg_catalog.text
-FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[]), pg_catalog.unnest($3::pg_catalog.bool[]))
-  WITH ORDINALITY AS r(sch, fn, attr, i)
+FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[]),
+    pg_catalog.unnest($3::pg_catalog.bool[]), pg_catalog.unnest($4::pg_catalog.bool[]))
+  WITH ORDINALITY AS r(sch, fn, attr, named, i)
 JOIN pg_catalog.pg_proc p ON p.proname OPERATOR(pg_catalog.=) r.fn
 JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
 LEFT JOIN pg_catalog.pg_aggregate a ON a.aggfnoid OPERATOR(pg_catalog.=) p.oid
-WHERE p.oid OPERATOR(pg_catalog.>=) 16384::pg_catalog.oid -- FirstNormalObjectId: not PostgreSQL's own
-  AND CASE
+WHERE CASE
         WHEN r.sch OPERATOR(pg_catalog.=) '' THEN n.nspname OPERATOR(pg_catalog.=) ANY (pg_catalog.current_schemas(true))
         WHEN r.sch OPERATOR(pg_catalog.=) 'pg_temp' THEN n.oid OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()
         ELSE n.nspname OPERATOR(pg_catalog.=) r.sch
       END
   AND (NOT r.attr OR (p.pronargs OPERATOR(pg_catalog.>=) 1 AND p.pronargs OPERATOR(pg_catalog.-) p.pronargdefaults OPERATOR(pg_catalog.<=) 1))
-  AND (p.provolatile OPERATOR(pg_catalog.=) 'v' OR EXISTS (
+  AND (r.named OR p.oid OPERATOR(pg_catalog.>=) 16384::pg_catalog.oid) -- FirstNormalObjectId: not PostgreSQL's own
+  AND (r.named OR p.provolatile OPERATOR(pg_catalog.=) 'v' OR EXISTS (
         SELECT FROM pg_catalog.pg_proc s
         WHERE s.oid OPERATOR(pg_catalog.=) ANY (ARRAY[a.aggtransfn, a.aggfinalfn, a.aggcombinefn, a.aggserialfn,
               a.aggdeserialfn, a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn]::pg_catalog.oid[])
@@ -122,11 +125,12 @@ func (e *Executor) vet(ctx context.Context, conn *pgx.Conn, schemas string, func
 	if len(missing) == 0 {
 		return nil
 	}
-	sch, names, attr := make([]string, len(missing)), make([]string, len(missing)), make([]bool, len(missing))
+	sch, names := make([]string, len(missing)), make([]string, len(missing))
+	attr, named := make([]bool, len(missing)), make([]bool, len(missing))
 	for i, ref := range missing {
-		sch[i], names[i], attr[i] = ref.Schema, ref.Name, ref.Attribute
+		sch[i], names[i], attr[i], named[i] = ref.Schema, ref.Name, ref.Attribute, ref.Refused != ""
 	}
-	rows, err := conn.Query(ctx, vetSQL, execMode, sch, names, attr)
+	rows, err := conn.Query(ctx, vetSQL, execMode, sch, names, attr, named)
 	if err != nil {
 		return e.classify(ctx, "catalog check", err)
 	}
@@ -138,7 +142,10 @@ func (e *Executor) vet(ctx context.Context, conn *pgx.Conn, schemas string, func
 			rows.Close()
 			return errors.Join(errDatabase, err)
 		}
-		if _, allowed := e.allow[qualifiedName{schema, name}]; !allowed && refused[i-1] == "" {
+		// MCP_SQL_ALLOW_FUNCTIONS never overrides the policy: an allowed
+		// name still has to pass the denylist.
+		_, allowed := e.allow[qualifiedName{schema, name}]
+		if (!allowed || missing[i-1].Refused != "") && refused[i-1] == "" {
 			refused[i-1] = displayName([]string{schema, name})
 		}
 	}
@@ -155,8 +162,13 @@ func (e *Executor) vet(ctx context.Context, conn *pgx.Conn, schemas string, func
 	return prob
 }
 
-// volatileProblem refuses ref, which may call the database's function fn.
+// volatileProblem refuses ref, which may call the function fn: a VOLATILE
+// function of the database, or one the policy refuses by name.
 func volatileProblem(ref FuncRef, fn string) *problem.Problem {
+	if ref.Refused != "" {
+		return violation(fmt.Sprintf("%s may call, through attribute notation, %s, and function %s %s",
+			displayName(refParts(ref)), fn, displayName([]string{ref.Name}), ref.Refused)).WithMetadata("function", fn)
+	}
 	how := "calls"
 	if ref.Attribute {
 		how = "may call, through attribute notation,"

@@ -298,11 +298,23 @@ func sqlJSONFunction(n any) string {
 }
 
 // attribute notes the name n as a possible call through attribute
-// notation. A star or a subscript is not a name.
+// notation. A star or a subscript is not a name. The policy judges the
+// name as it judges a call, but cannot refuse it here: c.f is as likely a
+// column. The catalog check refuses a name the policy refuses when a
+// function of that name could be called this way, so (0.5).pg_sleep or
+// (a.pid).pg_terminate_backend never runs.
 func (w *walker) attribute(n *pg.Node) {
-	if s, ok := n.GetNode().(*pg.Node_String_); ok {
-		w.note(FuncRef{Name: s.String_.GetSval(), Attribute: true})
+	s, ok := n.GetNode().(*pg.Node_String_)
+	if !ok {
+		return
 	}
+	ref := FuncRef{Name: s.String_.GetSval(), Attribute: true}
+	if _, denied := w.p.denied(ref.Name); denied {
+		ref.Refused = "is not allowed"
+	} else if _, allowed := w.p.allow[ref.Name]; w.p.allow != nil && !allowed {
+		ref.Refused = "is not on the allowlist"
+	}
+	w.note(ref)
 }
 
 // note adds ref to the functions to vet, once.
