@@ -323,6 +323,18 @@ mutate sql-attr-allow-override "MCP_SQL_ALLOW_FUNCTIONS lifts the denylist for a
 	'if !allowed && ' \
 	-- "$sqlpkg" 'TestAttributeNotationJudgedByPolicy'
 
+mutate sql-json-portable "a json value no reader can take as it is (1e999, nested 33 deep) is embedded" \
+	internal/tools/sqlquery/values.go \
+	'v\.IsValid\(\) && jsondec\.Portable\(v, maxEmbeddedDepth\)' \
+	'v.IsValid() && (jsondec.Portable(v, maxEmbeddedDepth) || true)' \
+	-- "$sqlpkg" 'TestValueMapping'
+
+mutate jsondec-depth "the nesting bound of jsondec.Portable is not applied" \
+	internal/jsondec/jsondec.go \
+	'if maxDepth > 0 && d\.StackDepth\(\) > maxDepth \{' \
+	'if false {' \
+	-- "$sqlpkg" 'TestValueMapping'
+
 mutate session-effects "effects a query leaves on the session are not looked for" \
 	internal/tools/sqlquery/executor.go \
 	'what := fx\.found\(q\.settings, !inTx\)' \

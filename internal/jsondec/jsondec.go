@@ -9,6 +9,9 @@ package jsondec
 
 import (
 	"bytes"
+	"errors"
+	"io"
+	"strconv"
 	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -32,4 +35,31 @@ func Borrow(v []byte, opts ...jsontext.Options) *jsontext.Decoder {
 func Return(d *jsontext.Decoder) {
 	d.Reset(bytes.NewReader(nil))
 	decoders.Put(d)
+}
+
+// Portable reports whether any reader takes v as it is: every number in it
+// a finite IEEE 754 double (a reader of doubles takes 1e999 for infinity,
+// and it has no canonical form), and no value nested deeper than maxDepth
+// levels (a reader's recursion, or a bound on a whole message the value
+// sits inside); maxDepth 0 bounds nothing. Names may repeat: that is for
+// a strict read of v to judge.
+func Portable(v []byte, maxDepth int) bool {
+	d := Borrow(v, jsontext.AllowDuplicateNames(true))
+	defer Return(d)
+	for {
+		tok, err := d.ReadToken()
+		if err != nil {
+			return errors.Is(err, io.EOF)
+		}
+		switch tok.Kind() {
+		case '0':
+			if _, err := strconv.ParseFloat(tok.String(), 64); err != nil {
+				return false
+			}
+		case '{', '[':
+			if maxDepth > 0 && d.StackDepth() > maxDepth {
+				return false
+			}
+		}
+	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/mcp-bastion/bastion/internal/jsondec"
 )
 
 // The PostgreSQL → JSON mapping. Every column is fetched in PostgreSQL's
@@ -22,7 +24,9 @@ import (
 //	                               NaN, Infinity, -Infinity → those strings
 //	numeric                      → string of the exact decimal text (also NaN, Infinity)
 //	json, jsonb                  → the JSON value itself, when it is strict JSON (no
-//	                               duplicate names); else its text as a string
+//	                               duplicate names), every number a finite double and
+//	                               nesting at most maxEmbeddedDepth; else its text as a
+//	                               string
 //	bytea                        → base64 string (standard alphabet, padded)
 //	timestamptz                  → RFC 3339 string in UTC with the stored microseconds
 //	                               ("2024-05-01T12:00:00.123456Z"); infinity and BC values
@@ -174,6 +178,12 @@ func nest(flat []any, dims []pgtype.ArrayDimension) (any, error) {
 	return nested, nil
 }
 
+// maxEmbeddedDepth bounds the nesting of a json value embedded as JSON.
+// A value sits five levels inside the response (result, structuredContent,
+// rows, the row), and the gateway refuses a message nested deeper than 64;
+// 32 leaves room for either and for any reader's recursion.
+const maxEmbeddedDepth = 32
+
 // scalarJSON maps a value of type oid from its text form.
 func scalarJSON(oid uint32, raw []byte) (any, error) {
 	s := string(raw)
@@ -207,7 +217,11 @@ func scalarJSON(oid uint32, raw []byte) (any, error) {
 	case pgtype.JSONOID, pgtype.JSONBOID:
 		// PostgreSQL's json keeps duplicate names verbatim; such a value
 		// is not embedded as JSON (this server never emits duplicates).
-		if v := jsontext.Value(s); v.IsValid() {
+		// Nor is one a reader could not take as it is: a number beyond
+		// a double (1e999 reads as infinity), or nesting deep enough to
+		// exhaust a reader's recursion or the bound a relay puts on a
+		// whole message.
+		if v := jsontext.Value(s); v.IsValid() && jsondec.Portable(v, maxEmbeddedDepth) {
 			return v, nil
 		}
 		return textJSON(raw), nil

@@ -2,6 +2,7 @@ package sqlquery
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/go-json-experiment/json"
@@ -41,6 +42,10 @@ func TestValueMapping(t *testing.T) {
 			`[["12345678901234567890.123456789","NaN","0.10"]]`},
 		{`SELECT '{"b":1,"a":[1,2.50,12345678901234567890]}'::jsonb, '{"a":1,"a":2}'::json, '[1, 2]'::json`,
 			`[[{"a":[1,2.50,12345678901234567890],"b":1},"{\"a\":1,\"a\":2}",[1,2]]]`},
+		// JSON a reader could not take as it is stays text: a number
+		// beyond a double, nesting deeper than 32 levels.
+		{`SELECT '1e999'::json, '[1e308, -1e-400]'::json, ('{"a":' || repeat('[', 31) || repeat(']', 31) || '}')::json, (repeat('[', 33) || repeat(']', 33))::jsonb`,
+			`[["1e999",[1e308,-1e-400],{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]},"` + strings.Repeat("[", 33) + strings.Repeat("]", 33) + `"]]`},
 		{`SELECT '2024-05-01 12:00:00.123456+02'::timestamptz, '2024-05-01 12:00:00'::timestamp, '2024-05-01'::date, 'infinity'::timestamptz`,
 			`[["2024-05-01T10:00:00.123456Z","2024-05-01T12:00:00","2024-05-01","infinity"]]`},
 		{`SELECT '1 day 2 hours 3 seconds'::interval, '12:30'::time`, `[["P1DT2H3S","12:30:00"]]`},
