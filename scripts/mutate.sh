@@ -388,8 +388,14 @@ mutate fs-byte-cap "the read is not bounded by max_bytes + 1" \
 
 mutate fs-control-chars "text reads pass control characters through" \
 	internal/tools/sandboxfs/sandboxfs.go \
-	'if i := controlByte\(data\); i >= 0 \{' \
-	'if i := controlByte(data); i >= 0 && false {' \
+	'if i, r := control\(data\); i >= 0 \{' \
+	'if i, r := control(data); i >= 0 && false {' \
+	-- "$fspkg"
+
+mutate fs-control-del-c1 "text reads pass DEL and C1 controls (twelve bytes out per byte read, 8-bit CSI)" \
+	internal/tools/sandboxfs/sandboxfs.go \
+	", c == 0x7f:\n\t\t\treturn i, rune\(c\)\n\t\tcase c == 0xc2 && " \
+	":\n\t\t\treturn i, rune(c)\n\t\tcase false && c == 0xc2 && " \
 	-- "$fspkg"
 
 # The core: the frame cap while a line streams in, and the sanitizer's

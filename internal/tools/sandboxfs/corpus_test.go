@@ -162,6 +162,9 @@ func corpus(f *fixture) []corpusCase {
 		// Text with control characters other than tab, LF and CR.
 		{name: "terminal escape as utf-8", path: "ansi.txt", want: invalid, detail: `control character U+001B at byte 0`},
 		{name: "NUL as utf-8", path: "nul.txt", want: invalid, detail: `control character U+0000 at byte 1`},
+		{name: "DEL as utf-8", path: "del.txt", want: invalid, detail: `control character U+007F at byte 2`},
+		{name: "8-bit CSI (C1) as utf-8", path: "csi.txt", want: invalid, detail: `control character U+009B at byte 2`},
+		{name: "Latin-1 letters past C1 are text", path: "latin1.txt", content: "\u00a0é\u00ff"},
 		{name: "terminal escape as base64", path: "ansi.txt", encoding: "base64", content: ansiText},
 		{name: "tab, CR and LF are text", path: "whitespace.txt", content: whitespaceText},
 

@@ -99,6 +99,9 @@ func newFixture(tb testing.TB) *fixture {
 	write("data/ansi.txt", ansiText)
 	write("data/whitespace.txt", whitespaceText)
 	write("data/nul.txt", "a\x00b")
+	write("data/del.txt", "ab\x7f")
+	write("data/csi.txt", "é\u009b31mX")
+	write("data/latin1.txt", "\u00a0é\u00ff") // after C1: text
 	write("data/exact.bin", strings.Repeat("x", testMaxBytes))
 	write("data/large.bin", strings.Repeat("x", testMaxBytes+1))
 	write("data/four.txt", strings.Repeat("0123456789abcdef", 256))

@@ -243,29 +243,34 @@ func (r *Reader) read(ctx context.Context, in Input) (Output, error) {
 		return Output{}, problem.Newf(problem.Validation, []string{"encoding"},
 			`%s is not valid UTF-8; read it with encoding "base64"`, problem.Quote(name))
 	}
-	if i := controlByte(data); i >= 0 {
+	if i, r := control(data); i >= 0 {
 		return Output{}, problem.Newf(problem.Validation, []string{"encoding"},
 			`%s is not plain text (control character U+%04X at byte %d); read it with encoding "base64"`,
-			problem.Quote(name), data[i], i)
+			problem.Quote(name), r, i)
 	}
 	out.Content = string(data)
 	return out, nil
 }
 
-// controlByte returns the offset of the first C0 control character in data
-// other than tab, line feed and carriage return, or -1. Text with such
-// bytes is refused: JSON writes each as a six-byte escape, twice in a tool
-// result (the structured content and its text copy), so a file of them
-// would answer with thirteen bytes for every byte read; and escape
-// sequences in "text" are a way to smuggle terminal control into a
-// client's display.
-func controlByte(data []byte) int {
+// control returns the offset and the character of the first control
+// character in data, which is valid UTF-8: C0 other than tab, line feed
+// and carriage return, DEL, or C1 (U+0080 to U+009F); or -1. Text with
+// such characters is refused: JSON writes each as a six-byte escape, twice
+// in a tool result (the structured content and its text copy), so a file
+// of one-byte controls would answer with twelve bytes for every byte read;
+// and escape sequences in "text" (ESC [, or the 8-bit CSI U+009B) are a
+// way to smuggle terminal control into a client's display.
+func control(data []byte) (int, rune) {
 	for i, c := range data {
-		if c < 0x20 && c != '\t' && c != '\n' && c != '\r' {
-			return i
+		switch {
+		case c < 0x20 && c != '\t' && c != '\n' && c != '\r', c == 0x7f:
+			return i, rune(c)
+		case c == 0xc2 && i+1 < len(data) && data[i+1] >= 0x80 && data[i+1] <= 0x9f:
+			// U+0080 to U+009F, encoded as C2 80 to C2 9F.
+			return i, rune(data[i+1])
 		}
 	}
-	return -1
+	return -1, 0
 }
 
 // readBounded reads at most limit+1 bytes: one more than allowed is enough
