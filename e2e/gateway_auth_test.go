@@ -832,6 +832,53 @@ func TestGatewayConditionSeesWhatTheDownstreamReads(t *testing.T) {
 	}
 }
 
+// TestGatewayCaseVariantArgument: a single argument named as a declared
+// one but for case ("TO" where the schema declares "to") is refused as
+// invalid arguments on both fronts, under a rule whose !has(args.to) it
+// would pass while a case-folding downstream reads it as "to", and under
+// a rule without a condition; it never reaches the downstream.
+func TestGatewayCaseVariantArgument(t *testing.T) {
+	mark, dir := newMark(), t.TempDir()
+	rec := filepath.Join(dir, "received.log")
+	writeFile(t, filepath.Join(dir, "descriptors.json"), `[`+
+		`{"name":"note","inputSchema":{"type":"object","properties":{"to":{"type":"string"},"body":{"type":"string"}}}},`+
+		`{"name":"mail","inputSchema":{"type":"object","properties":{"to":{"type":"string"},"body":{"type":"string"}}}}]`)
+	body := "auth:\n  tokens_env: E2E_TOKENS\n  stdio_principal: {subject: desk, roles: [viewer]}\n" + `policy:
+  rules:
+    - {id: notes-unaddressed, tools: ["fx.note"], roles: ["*"], when: "!has(args.to)"}
+    - {id: mail, tools: ["fx.mail"], roles: ["*"]}
+` + "servers:\n" + fixture("fx", mark, map[string]string{"FIXTURE_DESCRIPTORS": filepath.Join(dir, "descriptors.json"), "FIXTURE_LOG": rec})
+	refused := func(t *testing.T, front, got string) {
+		t.Helper()
+		if !strings.Contains(got, "differs only in case") {
+			t.Errorf("%s: a case-variant argument: %s", front, got)
+		}
+	}
+	g := startGatewayWith(t, mark, body, "E2E_TOKENS="+tokensEnv())
+	for _, name := range []string{"fx.note", "fx.mail"} {
+		refused(t, "http "+name, mustJSON(t, callAs(g, viewerToken, name, map[string]any{"TO": "x@example.com", "body": "case-variant-http"}, 1).msg(t)))
+	}
+	if m := callAs(g, viewerToken, "fx.note", map[string]any{"body": "unaddressed"}, 2).msg(t); strings.Contains(mustJSON(t, m), `"isError":true`) || m["error"] != nil {
+		t.Errorf("an unaddressed note: %v", m)
+	}
+
+	path := filepath.Join(dir, "stdio.yaml")
+	writeFile(t, path, body+stateKeys(t, body))
+	cs := goSDKCommandSession(t, "", baseEnv("E2E_TOKENS="+tokensEnv()), "gateway", "--stdio", "--config", path)
+	ctx := ctxT(t)
+	for _, name := range []string{"fx.note", "fx.mail"} {
+		res, err := cs.CallTool(ctx, &sdkmcp.CallToolParams{Name: name, Arguments: map[string]any{"tO": "x@example.com", "body": "case-variant-stdio"}})
+		got := fmt.Sprint(err)
+		if res != nil {
+			got = mustJSON(t, res)
+		}
+		refused(t, "stdio "+name, got)
+	}
+	if strings.Contains(received(t, rec), "case-variant") {
+		t.Error("a call with a case-variant argument reached the downstream")
+	}
+}
+
 // TestGatewayCheckAndStart: --check refuses what start-up refuses (--stdio
 // without its principal), and a port in use stops the gateway before it
 // starts any downstream, saying why.

@@ -1214,6 +1214,36 @@ mutate gw-folded-names "a condition may judge one of two case-colliding members 
 	'if name, ok := foldedDuplicate(c.Arguments); false && ok {' \
 	-- "$e2epkg" 'TestGatewayConditionSeesWhatTheDownstreamReads'
 
+mutate gw-case-variant "an argument named as a declared one but for case passes the schema and a condition, and a case-folding downstream reads it as the declared one" \
+	internal/gateway/invoke.go \
+	'if given, declared, ok := caseVariant\(t\.Input, c\.Arguments\); ok \{' \
+	'if given, declared, ok := caseVariant(t.Input, c.Arguments); false && ok {' \
+	-- "$e2epkg" 'TestGatewayCaseVariantArgument$'
+
+mutate gw-case-variant-fold "a case variant is looked for as written, not folded" \
+	internal/gateway/argcase.go \
+	'folded := foldCase\(name\)' \
+	'folded := name' \
+	-- "$gwpkg" 'TestCaseVariant$'
+
+mutate gw-case-variant-nested "a case variant below the top level is not looked for" \
+	internal/gateway/argcase.go \
+	'if w\.value\(sub\) \{' \
+	'if w.dec.SkipValue() != nil && w.value(sub) {' \
+	-- "$gwpkg" 'TestCaseVariant$'
+
+mutate gw-case-variant-items "a case variant in an array's items is not looked for" \
+	internal/gateway/argcase.go \
+	'if w\.value\(items\(ss, i\)\) \{' \
+	'if w.dec.SkipValue() != nil && w.value(items(ss, i)) {' \
+	-- "$gwpkg" 'TestCaseVariant$'
+
+mutate gw-case-variant-ref "the properties a \$ref or allOf declares are not known at the level it applies to" \
+	internal/gateway/argcase.go \
+	'\tdst = append\(dst, s\)\n' \
+	'\tdst = append(dst, s)\n\treturn dst\n' \
+	-- "$gwpkg" 'TestCaseVariant$'
+
 mutate gw-jwt-empty-sub "a JWT with an empty subject is accepted" \
 	internal/gateway/auth/jwt.go \
 	'\tif sub == "" \{' \

@@ -286,7 +286,8 @@ func (g *Gateway) recordForwarded(ev audit.Event, took time.Duration, err error)
 // a call it may allow, checks the arguments against the tool's input
 // schema, and when the deciding rule has a condition, applies it to the
 // checked arguments (a condition never sees unchecked ones). A schema
-// failure is the *tool.ArgumentError returned.
+// failure, or an argument named as a declared one but for case
+// (caseVariant), is the *tool.ArgumentError returned.
 func (g *Gateway) decide(c Call, t *catalog.Tool) (policy.Decision, error) {
 	pc := policy.Call{Qualified: t.Qualified, Server: t.Server, Name: t.Name}
 	d := g.policy.Decide(c.Principal.Policy(), pc)
@@ -298,6 +299,15 @@ func (g *Gateway) decide(c Call, t *catalog.Tool) (policy.Decision, error) {
 	// allow) and a call is checked once.
 	if err := tool.ValidateValue(t.Input, c.Arguments); err != nil {
 		return d, err
+	}
+	// A member the schema does not declare, named as one it does but for
+	// case ("TO" beside a declared "to"), passed the schema as an unknown
+	// member and is absent to a condition, while a downstream that folds
+	// case reads it as the declared one. That defeats the schema as much
+	// as a condition, so it is refused on every call, on the one path
+	// both fronts take.
+	if given, declared, ok := caseVariant(t.Input, c.Arguments); ok {
+		return d, tool.NewArgumentError(fmt.Sprintf("arguments: %s differs only in case from the declared argument %s and is refused", problem.Quote(given), problem.Quote(declared)))
 	}
 	if !d.NeedsArgs {
 		return d, nil
