@@ -52,3 +52,43 @@ func TestGatewayMetrics(t *testing.T) {
 		t.Errorf("the MCP address serves /metrics: %v %v", err, r)
 	}
 }
+
+// TestGatewayMetricsHost: the metrics endpoint on a loopback address
+// answers a foreign Host (a DNS name rebound to 127.0.0.1 by a page in a
+// browser) or a foreign Origin with 403 and none of its metrics, as the
+// MCP endpoint does; its own address and localhost read them.
+func TestGatewayMetricsHost(t *testing.T) {
+	mark := newMark()
+	port := freePort(t)
+	startGateway(t, mark, fixture("fx", mark, nil), fmt.Sprintf("metrics:\n  listen: 127.0.0.1:%d\n", port))
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	for _, tc := range []struct {
+		host, origin string
+		status       int
+	}{
+		{fmt.Sprintf("rebound.example:%d", port), "", http.StatusForbidden},
+		{"", "http://rebound.example", http.StatusForbidden},
+		{"", "", http.StatusOK},
+		{fmt.Sprintf("localhost:%d", port), "", http.StatusOK},
+	} {
+		req, err := http.NewRequestWithContext(ctxT(t), http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.host != "" {
+			req.Host = tc.host
+		}
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || (tc.status != http.StatusOK) == strings.Contains(string(body), "bastion_gateway_") {
+			t.Errorf("Host %q, Origin %q: HTTP %d, want %d:\n%.200s", tc.host, tc.origin, resp.StatusCode, tc.status, body)
+		}
+	}
+}

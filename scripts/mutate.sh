@@ -1244,6 +1244,18 @@ mutate gw-case-variant-ref "the properties a \$ref or allOf declares are not kno
 	'\tdst = append(dst, s)\n\treturn dst\n' \
 	-- "$gwpkg" 'TestCaseVariant$'
 
+mutate gw-metrics-host "the metrics endpoint answers any Host, so a page through a rebound DNS name reads it" \
+	internal/gateway/metrics/metrics.go \
+	'h = guard\(ln\.Addr\(\)\.String\(\), mux, log\)' \
+	'h = mux' \
+	-- "$e2epkg" 'TestGatewayMetricsHost$'
+
+mutate gw-guard-listener-loopback "a listener on loopback is not put behind the Host and Origin guard" \
+	internal/gateway/front/front.go \
+	'if !config\.Loopback\(addr\) \{' \
+	'if true {' \
+	-- ./internal/gateway/front 'TestGuardListener$'
+
 mutate gw-jwt-empty-sub "a JWT with an empty subject is accepted" \
 	internal/gateway/auth/jwt.go \
 	'\tif sub == "" \{' \

@@ -199,7 +199,7 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 		served := make(chan struct{})
 		go func() {
 			defer close(served)
-			if err := m.Serve(mctx, cfg.Metrics.Listen, log); err != nil {
+			if err := m.Serve(mctx, cfg.Metrics.Listen, front.GuardListener, log); err != nil {
 				log.Error("metrics endpoint stopped", slog.String("error", err.Error()))
 			}
 		}()

@@ -23,7 +23,7 @@ func (v *validator) auth(c *Config) {
 		if methods {
 			v.fail("auth.mode", "none cannot be combined with tokens, tokens_env or jwt")
 		}
-		if !loopback(c.Listen) {
+		if !Loopback(c.Listen) {
 			v.fail("listen", "with auth mode none the gateway listens on a loopback address only (127.0.0.1, [::1] or localhost)")
 		}
 		return

@@ -768,8 +768,10 @@ func (v *validator) size(path string, n ByteSize, lo, hi int64) {
 	}
 }
 
-// loopback reports whether addr (host:port) binds a loopback address only.
-func loopback(addr string) bool {
+// Loopback reports whether addr (host:port) binds a loopback address
+// only: a listener there is reached by this machine alone, and a browser
+// page on it through a rebound DNS name.
+func Loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	return err == nil && loopbackHost(host)
 }

@@ -315,22 +315,43 @@ func allowedFor(cfg *config.Config) (allowedOrigins, error) {
 
 // guard checks Host and Origin on every request. A browser page on another
 // origin, or one reached through a rebound DNS name, gets 403.
-func (s *Server) guard(next http.Handler) http.Handler {
+func (s *Server) guard(next http.Handler) http.Handler { return s.allowed.guard(next, s.log) }
+
+func (a allowedOrigins) guard(next http.Handler, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.allowed.hosts[asciiLower(r.Host)] {
-			s.log.Warn("request refused: Host is not the gateway's", slog.String("remote", r.RemoteAddr))
-			http.Error(w, "Forbidden: Host is not this gateway's public address ("+s.allowed.public+")", http.StatusForbidden)
+		if !a.hosts[asciiLower(r.Host)] {
+			log.Warn("request refused: Host is not the gateway's", slog.String("remote", r.RemoteAddr))
+			http.Error(w, "Forbidden: Host is not this gateway's public address ("+a.public+")", http.StatusForbidden)
 			return
 		}
 		// A browser sends one Origin; of two, a check of the first
 		// would pass a request whose second names a foreign page.
-		if origins := r.Header.Values("Origin"); len(origins) > 1 || len(origins) == 1 && origins[0] != "" && asciiLower(origins[0]) != s.allowed.origin {
-			s.log.Warn("request refused: Origin is not the gateway's", slog.String("remote", r.RemoteAddr))
-			http.Error(w, "Forbidden: Origin is not this gateway's ("+s.allowed.origin+")", http.StatusForbidden)
+		if origins := r.Header.Values("Origin"); len(origins) > 1 || len(origins) == 1 && origins[0] != "" && asciiLower(origins[0]) != a.origin {
+			log.Warn("request refused: Origin is not the gateway's", slog.String("remote", r.RemoteAddr))
+			http.Error(w, "Forbidden: Origin is not this gateway's ("+a.origin+")", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// GuardListener puts h, served by another listener of the gateway bound
+// to addr (the metrics endpoint; addr as bound, its port chosen), behind
+// the front's Host and Origin guard when addr is a loopback address: a
+// page in a browser on this machine can reach it through a DNS name
+// rebound to 127.0.0.1, and would read what it serves. The Host must
+// then be addr, or localhost at its port; an Origin, if sent, this
+// address's. Elsewhere h is returned as it is: a scraper asks by
+// whatever name or address routes to the gateway, which it cannot know,
+// and a listener off loopback is reachable without a browser anyway.
+func GuardListener(addr string, h http.Handler, log *slog.Logger) http.Handler {
+	if !config.Loopback(addr) {
+		return h
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	a := allowedOrigins{hosts: map[string]bool{asciiLower(addr): true, "localhost:" + port: true},
+		origin: "http://" + asciiLower(addr), public: addr}
+	return a.guard(h, log)
 }
 
 // asciiLower folds ASCII letters only: strings.ToLower would also fold

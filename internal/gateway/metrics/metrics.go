@@ -181,15 +181,25 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: nil})
 }
 
-// Serve serves /metrics on addr until ctx ends.
-func (m *Metrics) Serve(ctx context.Context, addr string, log *slog.Logger) error {
+// Guard puts a handler served on the address bound behind a check of
+// the requests it may answer (front.GuardListener: the front's Host and
+// Origin guard).
+type Guard func(bound string, h http.Handler, log *slog.Logger) http.Handler
+
+// Serve serves /metrics on addr until ctx ends, behind guard (nil: none)
+// given the address bound, so that a port 0 is the one chosen.
+func (m *Metrics) Serve(ctx context.Context, addr string, guard Guard, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("metrics: listen: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+	var h http.Handler = mux
+	if guard != nil {
+		h = guard(ln.Addr().String(), mux, log)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	done := make(chan error, 1)
