@@ -1256,6 +1256,12 @@ mutate gw-guard-listener-loopback "a listener on loopback is not put behind the 
 	'if true {' \
 	-- ./internal/gateway/front 'TestGuardListener$'
 
+mutate gw-outcome-denied "a call the policy refused is counted as a downstream's error" \
+	internal/gateway/invoke.go \
+	'case errors\.As\(err, &gwErr\) && gwErr\.Code == CodeUnauthorized:' \
+	'case false:' \
+	-- "$gwpkg" 'TestOutcome$'
+
 mutate gw-jwt-empty-sub "a JWT with an empty subject is accepted" \
 	internal/gateway/auth/jwt.go \
 	'\tif sub == "" \{' \

@@ -235,6 +235,39 @@ func TestConditionFaultLogged(t *testing.T) {
 	}
 }
 
+// TestOutcome: each way a call ends has its own outcome label in
+// tool_calls_total; a call the policy refused is "denied", never a
+// downstream's error, since no downstream was asked.
+func TestOutcome(t *testing.T) {
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	refused := unauthorized("s.t", policy.Decision{Rule: "r", Reason: policy.ReasonCondition}, []string{"viewer"})
+	for _, tc := range []struct {
+		ctx  context.Context
+		res  *Result
+		err  error
+		want string
+	}{
+		{t.Context(), &Result{}, nil, "ok"},
+		{t.Context(), &Result{IsError: true}, nil, "is_error"},
+		{t.Context(), &Result{Input: &InputRound{}}, nil, "input_required"},
+		{t.Context(), nil, tool.NewArgumentError("x"), "invalid_arguments"},
+		{t.Context(), nil, errAnswers, "invalid_answers"},
+		{t.Context(), nil, refused, "denied"},
+		{t.Context(), nil, unauthorized("s.t", policy.Decision{Reason: policy.ReasonNoRule}, nil), "denied"},
+		{cancelled, nil, context.Canceled, "cancelled"},
+		{t.Context(), nil, badGateway("s", "slow", true), "timeout"},
+		{t.Context(), nil, &Error{Code: CodeInvalidResult}, "invalid_result"},
+		{t.Context(), nil, relayError("s", &upstream.RPCError{Code: -32050}), "downstream_error"},
+		{t.Context(), nil, relayError("s", &upstream.RPCError{Code: jsonrpc.CodeInvalidParams}), "downstream_error"},
+		{t.Context(), nil, badGateway("s", "down", false), "bad_gateway"},
+	} {
+		if got := outcome(tc.ctx, tc.res, tc.err); got != tc.want {
+			t.Errorf("outcome(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
 func TestRelayError(t *testing.T) {
 	for _, tc := range []struct {
 		code int

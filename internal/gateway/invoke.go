@@ -383,6 +383,9 @@ func outcome(ctx context.Context, res *Result, err error) string {
 		return "invalid_arguments"
 	case errors.Is(err, errAnswers):
 		return "invalid_answers"
+	case errors.As(err, &gwErr) && gwErr.Code == CodeUnauthorized:
+		// The policy refused it: no downstream was asked.
+		return "denied"
 	case ctx.Err() != nil:
 		return "cancelled"
 	case errors.As(err, &gwErr) && gwErr.Status == http.StatusGatewayTimeout:

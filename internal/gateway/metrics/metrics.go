@@ -127,8 +127,9 @@ func (m *Metrics) Request(method, outcome string, d time.Duration) {
 // ToolCall records one tools/call. tool is the downstream's name, or
 // Unknown; outcome is "ok", "is_error", "input_required",
 // "invalid_arguments", "invalid_answers" (a retry whose requestState or
-// inputResponses the gateway refused), "invalid_result", "bad_gateway",
-// "timeout", "downstream_error", "cancelled" or "unknown_tool".
+// inputResponses the gateway refused), "denied" (the policy refused it,
+// -32001), "invalid_result", "bad_gateway", "timeout",
+// "downstream_error", "cancelled" or "unknown_tool".
 func (m *Metrics) ToolCall(server, tool, outcome string, d time.Duration) {
 	if m == nil {
 		return
