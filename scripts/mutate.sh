@@ -1262,6 +1262,12 @@ mutate gw-outcome-denied "a call the policy refused is counted as a downstream's
 	'case false:' \
 	-- "$gwpkg" 'TestOutcome$'
 
+mutate gw-jwt-roles-split "a roles string is split at any Unicode space, so viewer<NBSP>admin is two roles" \
+	internal/gateway/auth/jwt.go \
+	'roles = strings\.Split\(x, " "\)' \
+	'roles = strings.Fields(x)' \
+	-- ./internal/gateway/auth 'TestJWT$'
+
 mutate gw-jwt-empty-sub "a JWT with an empty subject is accepted" \
 	internal/gateway/auth/jwt.go \
 	'\tif sub == "" \{' \

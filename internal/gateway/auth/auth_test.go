@@ -13,6 +13,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -243,6 +244,11 @@ func TestJWT(t *testing.T) {
 		t.Fatalf("a good token: %+v, %v", p, err)
 	}
 
+	scoped := sign(t, claims(func(c jwt.Token) { c.Set("roles", "finance viewer") }), d.key())
+	if p, err := a.Authenticate(ctx, []string{"Bearer " + scoped}); err != nil || !slices.Equal(p.Roles, []string{"finance", "viewer"}) {
+		t.Errorf("roles as a space-separated string: %+v, %v", p, err)
+	}
+
 	other, _ := rsa.GenerateKey(rand.Reader, 2048)
 	otherKey, _ := jwk.Import(other)
 	otherKey.Set(jwk.KeyIDKey, "k1") // the right kid, the wrong key
@@ -259,6 +265,14 @@ func TestJWT(t *testing.T) {
 		{"no roles", sign(t, claims(func(c jwt.Token) { c.Remove("roles") }), d.key()), "no roles"},
 		{"an empty subject", sign(t, claims(func(c jwt.Token) { c.Set(jwt.SubjectKey, "") }), d.key()), "subject is empty"},
 		{"a bad role", sign(t, claims(func(c jwt.Token) { c.Set("roles", []string{"admin,root"}) }), d.key()), "role"},
+		// A string of roles is split at U+0020 only (RFC 6749 §3.3):
+		// another space is part of a role, which the syntax refuses.
+		{"roles joined by a no-break space", sign(t, claims(func(c jwt.Token) { c.Set("roles", "viewer\u00a0admin") }), d.key()), "role"},
+		{"roles joined by an ideographic space", sign(t, claims(func(c jwt.Token) { c.Set("roles", "viewer\u3000admin") }), d.key()), "role"},
+		{"roles joined by a tab", sign(t, claims(func(c jwt.Token) { c.Set("roles", "viewer\tadmin") }), d.key()), "role"},
+		{"roles joined by two spaces", sign(t, claims(func(c jwt.Token) { c.Set("roles", "viewer  admin") }), d.key()), "role"},
+		{"a role string ending in a space", sign(t, claims(func(c jwt.Token) { c.Set("roles", "viewer ") }), d.key()), "role"},
+		{"an empty role string", sign(t, claims(func(c jwt.Token) { c.Set("roles", "") }), d.key()), "role"},
 		{"signed by another key", sign(t, claims(nil), otherKey), "signature"},
 		{"unsigned (alg none)", unsigned(claims(nil)), "algorithm"},
 		{"HMAC with the public key as secret", hmacConfused(t, claims(nil), d.key()), "algorithm"},

@@ -239,15 +239,19 @@ func jwtReason(err error) string {
 	return "the token's signature or claims are invalid"
 }
 
-// rolesOf reads the roles claim: a list of strings, or a string of
-// space-separated roles (as OAuth's scope is written).
+// rolesOf reads the roles claim: a list of strings, or a string of roles
+// separated by single spaces (U+0020), as RFC 6749 §3.3 writes OAuth's
+// scope. Only that space separates: strings.Fields would also split at
+// U+00A0 or U+2028, so that "viewer\u00a0admin", one role the syntax
+// refuses, would become the two roles viewer and admin. An empty role
+// (two spaces, or one at an end) fails the syntax as any other bad role.
 func rolesOf(v any) ([]string, error) {
 	var roles []string
 	switch x := v.(type) {
 	case nil:
 		return nil, errors.New("the token has no roles")
 	case string:
-		roles = strings.Fields(x)
+		roles = strings.Split(x, " ")
 	case []any:
 		for _, r := range x {
 			s, ok := r.(string)
