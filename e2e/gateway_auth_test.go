@@ -494,6 +494,75 @@ func TestGatewayJWT(t *testing.T) {
 	}
 }
 
+// TestGatewayStreamsEndWithCredential: a notification stream lives no
+// longer than the JWT that opened it is accepted (its exp plus the
+// leeway): a 2026-07-28 subscriptions/listen then ends with its result,
+// as at shutdown, and a legacy session's GET stream ends; a listen
+// opened with a JWT that lives on stays open.
+func TestGatewayStreamsEndWithCredential(t *testing.T) {
+	j := newJWKS(t)
+	mark := newMark()
+	body := fmt.Sprintf("auth:\n  jwt: {issuer: \"https://idp.e2e\", jwks_url: %q, leeway: 1s}\n%slog:\n  level: debug\nservers:\n%s",
+		j.url, authPolicy, fixture("fx", mark, map[string]string{"FIXTURE_TOOLS": "echo"}))
+	g := startGatewayWith(t, mark, body)
+	ctx := ctxT(t)
+	lasting := j.sign(t, g.url, nil)
+	short := j.sign(t, g.url, func(c jwt.Token) { _ = c.Set(jwt.ExpirationKey, time.Now().Add(3*time.Second)) })
+
+	kept := listenStream(ctx, t, g, lasting, "kept", map[string]any{"toolsListChanged": true})
+	ending := listenStream(ctx, t, g, short, "ending", map[string]any{"toolsListChanged": true})
+	next(t, kept, "the acknowledgement of the listen with a lasting JWT")
+	next(t, ending, "the acknowledgement of the listen with a short-lived JWT")
+
+	auth := map[string]string{"Authorization": "Bearer " + short}
+	r, err := g.post(ctx, auth, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`)
+	sid := r.header.Get("Mcp-Session-Id")
+	if err != nil || r.status != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %v, HTTP %d: %s", err, r.status, r.body)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Authorization", "Bearer "+short)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: %v %v", err, resp)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	got := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		got <- err
+	}()
+
+	m := next(t, ending, "the listen's end, past its JWT's exp and the leeway")
+	if res, _ := m["result"].(map[string]any); m["id"] != "ending" || res["resultType"] != "complete" {
+		t.Errorf("the listen whose JWT expired ended with %v", m)
+	}
+	select {
+	case _, open := <-ending:
+		if open {
+			t.Error("the listen went on after its result")
+		}
+	case <-time.After(waitLimit):
+		t.Error("the listen whose JWT expired was not closed")
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Errorf("the GET stream whose JWT expired: %v", err)
+		}
+	case <-time.After(waitLimit):
+		t.Error("the GET stream outlived its JWT")
+	}
+	select {
+	case m, open := <-kept:
+		t.Errorf("the listen with a lasting JWT ended: %v %v", m, open)
+	default:
+	}
+}
+
 // hmacConfused is a token signed with HS256 under the bytes of the set's
 // public key: the classic algorithm confusion.
 func (j *jwksServer) hmacConfused(t *testing.T, aud string) string {

@@ -1268,6 +1268,24 @@ mutate gw-jwt-roles-split "a roles string is split at any Unicode space, so view
 	'roles = strings.Fields(x)' \
 	-- ./internal/gateway/auth 'TestJWT$'
 
+mutate gw-listen-credential "a subscriptions/listen stream outlives the JWT that opened it" \
+	internal/gateway/front/mcp.go \
+	'\t\texpired = t\.C\n' \
+	'\t\t_ = t.C\n' \
+	-- "$e2epkg" 'TestGatewayStreamsEndWithCredential$'
+
+mutate gw-get-credential "a legacy GET stream outlives the JWT that opened it" \
+	internal/gateway/front/mcp.go \
+	'if !p\.Expires\.IsZero\(\) && p\.Expires\.Before\(end\) \{' \
+	'if false {' \
+	-- "$e2epkg" 'TestGatewayStreamsEndWithCredential$'
+
+mutate gw-jwt-expires-leeway "a JWT's principal expires at exp, not at exp plus the leeway it is still accepted within" \
+	internal/gateway/auth/jwt.go \
+	'Expires: exp\.Add\(v\.opts\.Leeway\)' \
+	'Expires: exp' \
+	-- ./internal/gateway/auth 'TestJWT$'
+
 mutate gw-jwt-empty-sub "a JWT with an empty subject is accepted" \
 	internal/gateway/auth/jwt.go \
 	'\tif sub == "" \{' \

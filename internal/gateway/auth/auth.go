@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -32,6 +33,12 @@ type Principal struct {
 	Issuer string
 	// Claims are a JWT's claims (nil for a static token).
 	Claims map[string]any
+	// Expires is when the credential stops being accepted: a JWT's exp
+	// plus the verifier's leeway. Zero for one that does not expire (a
+	// configured token). What the credential opened that outlives a
+	// request — a notification stream — ends then, or it would go on
+	// serving a caller whose every new request is refused.
+	Expires time.Time
 }
 
 // Policy returns p as the policy package reads a principal.

@@ -95,7 +95,7 @@ func TestStaticTokens(t *testing.T) {
 		{[]string{"Bearer tok-viewer-0123456789"}, "token-" + hexPrefix("tok-viewer-0123456789"), "viewer"},
 	} {
 		p, err := a.Authenticate(ctx, tc.h)
-		if err != nil || p.Subject != tc.subject || strings.Join(p.Roles, ",") != tc.roles || p.Issuer != IssuerStatic {
+		if err != nil || p.Subject != tc.subject || strings.Join(p.Roles, ",") != tc.roles || p.Issuer != IssuerStatic || !p.Expires.IsZero() {
 			t.Errorf("Authenticate(%v) = %+v, %v", tc.h, p, err)
 		}
 		// The rules see the issuer with the subject: subjects are only
@@ -244,6 +244,11 @@ func TestJWT(t *testing.T) {
 		t.Fatalf("a good token: %+v, %v", p, err)
 	}
 
+	// The credential is accepted until exp plus the leeway, and so long
+	// lives what it opened.
+	if exp := time.Now().Add(time.Hour + 30*time.Second); p.Expires.Before(exp.Add(-5*time.Second)) || p.Expires.After(exp) {
+		t.Errorf("a good token expires at %v, want its exp plus the leeway, about %v", p.Expires, exp)
+	}
 	scoped := sign(t, claims(func(c jwt.Token) { c.Set("roles", "finance viewer") }), d.key())
 	if p, err := a.Authenticate(ctx, []string{"Bearer " + scoped}); err != nil || !slices.Equal(p.Roles, []string{"finance", "viewer"}) {
 		t.Errorf("roles as a space-separated string: %+v, %v", p, err)

@@ -216,7 +216,9 @@ func (v *JWTVerifier) Verify(ctx context.Context, tok string) (Principal, error)
 	if err != nil {
 		return Principal{}, invalid(err.Error())
 	}
-	return Principal{Subject: sub, Roles: roles, Issuer: v.opts.Issuer, Claims: claims}, nil
+	// exp is required and was checked: parsed, it is set.
+	exp, _ := t.Expiration()
+	return Principal{Subject: sub, Roles: roles, Issuer: v.opts.Issuer, Claims: claims, Expires: exp.Add(v.opts.Leeway)}, nil
 }
 
 // jwtReason names the failed check without the library's message, which

@@ -846,7 +846,8 @@ func (x *exchange) batch(w http.ResponseWriter, f jsonrpc.Frame) {
 }
 
 // get opens a legacy session's notification stream: the gateway says
-// there when its tool list changed.
+// there when its tool list changed, until the session or the credential
+// that opened the stream expires.
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	if _, sse := accepts(r.Header.Values("Accept")); !sse || len(r.Header.Values("Accept")) == 0 {
 		http.Error(w, "Not Acceptable: GET opens an event stream (Accept: text/event-stream)", http.StatusNotAcceptable)
@@ -878,9 +879,14 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.sessions.unstream(sess.nonce, ch)
-	// The stream ends with its session: past the id's lifetime it would
-	// hold a slot and hear of changes for an id no longer served.
-	expired := time.NewTimer(time.Until(sess.issued.Add(s.sessions.ttl)))
+	// The stream ends with its session, or with the credential that
+	// opened it if that expires first: past either it would hold a slot
+	// and hear of changes for a caller no longer served.
+	end := sess.issued.Add(s.sessions.ttl)
+	if !p.Expires.IsZero() && p.Expires.Before(end) {
+		end = p.Expires
+	}
+	expired := time.NewTimer(time.Until(end))
 	defer expired.Stop()
 	seen := s.newSeen(p)
 	ev := startEvents(w)
@@ -948,8 +954,8 @@ func (sl *seenLists) visible(what uint32) uint32 {
 // listen answers a 2026-07-28 subscriptions/listen: an event stream that
 // acknowledges the filter, then says when a list it asked about changed
 // as its caller sees it, and when a resource it follows was updated,
-// until the client closes it or the gateway shuts down (which ends it
-// with the request's result). Each resource it names is subscribed as a
+// until the client closes it, or the gateway shuts down or the caller's
+// credential expires (either ends it with the request's result). Each resource it names is subscribed as a
 // resources/subscribe of a legacy session would be, and for as long as
 // the stream is open; one the gateway cannot follow for this caller is
 // left out of the acknowledgement (decision 26).
@@ -1003,6 +1009,16 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 		return
 	}
 	defer x.s.sessions.unstream(key, ch)
+	// The stream ends, as at shutdown, when the credential that opened it
+	// expires: every request with it is refused from then on, and so is
+	// hearing more of what it was allowed to follow. A credential that
+	// does not expire leaves expired nil, which never fires.
+	var expired <-chan time.Time
+	if !x.p.Expires.IsZero() {
+		t := time.NewTimer(time.Until(x.p.Expires))
+		defer t.Stop()
+		expired = t.C
+	}
 	seen := x.s.newSeen(x.p)
 	var followed []string
 	if len(uris) > 0 {
@@ -1032,6 +1048,9 @@ func (x *exchange) listen(w http.ResponseWriter, m *jsonrpc.Message) {
 				ev.send(mcp.SubscriptionResourceUpdated(m.ID, uri))
 			}
 		case <-x.s.stopping:
+			ev.send(mcp.SubscriptionComplete(m.ID))
+			return
+		case <-expired:
 			ev.send(mcp.SubscriptionComplete(m.ID))
 			return
 		case <-x.r.Context().Done():
