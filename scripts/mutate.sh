@@ -442,14 +442,14 @@ uppkg=./internal/gateway/upstream
 
 mutate gw-host-check "the front accepts any Host (DNS rebinding)" \
 	internal/gateway/front/front.go \
-	'if !s\.allowed\.hosts\[asciiLower\(r\.Host\)\] \{' \
-	'if false && !s.allowed.hosts[asciiLower(r.Host)] {' \
+	'if !a\.hosts\[asciiLower\(r\.Host\)\] \{' \
+	'if false && !a.hosts[asciiLower(r.Host)] {' \
 	-- "$e2epkg" 'TestGatewayFrontRefusals'
 
 mutate gw-origin-check "the front accepts any Origin" \
 	internal/gateway/front/front.go \
-	'len\(origins\) == 1 && origins\[0\] != "" && asciiLower\(origins\[0\]\) != s\.allowed\.origin \{' \
-	'false && origins[0] != "" && asciiLower(origins[0]) != s.allowed.origin {' \
+	'len\(origins\) == 1 && origins\[0\] != "" && asciiLower\(origins\[0\]\) != a\.origin \{' \
+	'false && origins[0] != "" && asciiLower(origins[0]) != a.origin {' \
 	-- "$e2epkg" 'TestGatewayFrontRefusals'
 
 mutate gw-header-mirror "Mcp-Name is not compared with params.name" \
