@@ -440,6 +440,12 @@ mutate validity-first "the pending cap is checked before the call's own validity
 gwpkg=./internal/gateway
 uppkg=./internal/gateway/upstream
 
+mutate gw-header-sentinel-case "an identity value spelled as the sentinel in upper case travels plain" \
+	internal/gateway/upstream/http.go \
+	'strings\.EqualFold\(s\[:len\(sentinel\)\], sentinel\)' \
+	's[:len(sentinel)] == sentinel' \
+	-- "$uppkg" 'TestHeaderValue'
+
 mutate gw-host-check "the front accepts any Host (DNS rebinding)" \
 	internal/gateway/front/front.go \
 	'if !a\.hosts\[asciiLower\(r\.Host\)\] \{' \

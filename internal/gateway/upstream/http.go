@@ -357,10 +357,14 @@ const (
 
 // HeaderValue is how a string travels in a header (GATEWAY.md decision
 // 8): plain when it is visible ASCII without surrounding space and does
-// not look like the sentinel, else =?base64?<UTF-8 base64>?=.
+// not look like the sentinel, else =?base64?<UTF-8 base64>?=. The
+// sentinel is lower case, but a value that looks like it in any case is
+// encoded too: a downstream that reads the prefix without regard to case
+// would otherwise decode a subject "=?BASE64?YWRtaW4=?=" as "admin".
 func HeaderValue(s string) string {
+	const sentinel = "=?base64?"
 	plain := s != "" && s[0] != ' ' && s[len(s)-1] != ' ' &&
-		!(strings.HasPrefix(s, "=?base64?") && strings.HasSuffix(s, "?="))
+		!(len(s) >= len(sentinel) && strings.EqualFold(s[:len(sentinel)], sentinel) && strings.HasSuffix(s, "?="))
 	for i := 0; plain && i < len(s); i++ {
 		plain = s[i] >= 0x20 && s[i] <= 0x7e
 	}

@@ -679,3 +679,24 @@ func TestHTTPForgottenSessionBacksOff(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderValue: a value travels plain only when it is visible ASCII
+// that cannot be read as the sentinel, in any case of its prefix.
+func TestHeaderValue(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"alice@example.com", "alice@example.com"},
+		{" padded ", "=?base64?IHBhZGRlZCA=?="},
+		{"Hello, 世界", "=?base64?SGVsbG8sIOS4lueVjA==?="},
+		{"line1\nline2", "=?base64?bGluZTEKbGluZTI=?="},
+		{"=?base64?literal?=", "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="},
+		{"=?BASE64?YWRtaW4=?=", "=?base64?PT9CQVNFNjQ/WVdSdGFXND0/PQ==?="},
+		{"=?Base64?x?=", "=?base64?PT9CYXNlNjQ/eD89?="},
+		{"=?base64?", "=?base64?"},
+		{"x=?base64?y?=", "x=?base64?y?="},
+	}
+	for _, tt := range tests {
+		if got := HeaderValue(tt.in); got != tt.want {
+			t.Errorf("HeaderValue(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
