@@ -1262,6 +1262,12 @@ mutate gw-guard-listener-loopback "a listener on loopback is not put behind the 
 	'if true {' \
 	-- ./internal/gateway/front 'TestGuardListener$'
 
+mutate gw-outcome-unknown "a tool gone while its call waited is counted as a downstream error" \
+	internal/gateway/invoke.go \
+	'case errors\.As\(err, &gwErr\) && gwErr\.unknown:' \
+	'case false:' \
+	-- "$gwpkg" 'TestOutcome$'
+
 mutate gw-outcome-denied "a call the policy refused is counted as a downstream's error" \
 	internal/gateway/invoke.go \
 	'case errors\.As\(err, &gwErr\) && gwErr\.Code == CodeUnauthorized:' \

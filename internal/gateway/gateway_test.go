@@ -261,6 +261,8 @@ func TestOutcome(t *testing.T) {
 		{t.Context(), nil, relayError("s", &upstream.RPCError{Code: -32050}), "downstream_error"},
 		{t.Context(), nil, relayError("s", &upstream.RPCError{Code: jsonrpc.CodeInvalidParams}), "downstream_error"},
 		{t.Context(), nil, badGateway("s", "down", false), "bad_gateway"},
+		// The pin moved while the call waited for its slot.
+		{t.Context(), nil, unknownTool("s.t"), "unknown_tool"},
 	} {
 		if got := outcome(tc.ctx, tc.res, tc.err); got != tc.want {
 			t.Errorf("outcome(%v) = %q, want %q", tc.err, got, tc.want)

@@ -51,6 +51,10 @@ type Error struct {
 	Message string
 	// Data is error.data, or nil.
 	Data jsontext.Value
+	// unknown marks the refusal of a name the catalog does not hold (or
+	// no longer holds as the call was decided), for the metrics: its
+	// code is a downstream's -32602 too.
+	unknown bool
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("gateway: %d: %s", e.Code, e.Message) }
@@ -74,7 +78,7 @@ func badGateway(server, why string, timeout bool) *Error {
 func unknownTool(name string) *Error {
 	pr := problem.New(problem.Validation, "Unknown tool: "+problem.Quote(name), "name")
 	return &Error{Code: jsonrpc.CodeInvalidParams, Status: http.StatusOK,
-		Message: "Unknown tool: " + problem.Quote(name), Data: mcp.ProblemData(pr)}
+		Message: "Unknown tool: " + problem.Quote(name), Data: mcp.ProblemData(pr), unknown: true}
 }
 
 // Call is one tools/call as a front received it.
@@ -386,6 +390,9 @@ func outcome(ctx context.Context, res *Result, err error) string {
 	case errors.As(err, &gwErr) && gwErr.Code == CodeUnauthorized:
 		// The policy refused it: no downstream was asked.
 		return "denied"
+	case errors.As(err, &gwErr) && gwErr.unknown:
+		// The tool changed or went while the call waited for a slot.
+		return "unknown_tool"
 	case ctx.Err() != nil:
 		return "cancelled"
 	case errors.As(err, &gwErr) && gwErr.Status == http.StatusGatewayTimeout:
