@@ -406,6 +406,12 @@ mutate wire-frame-cap "an oversized line is buffered whole instead of discarded"
 	'if false {' \
 	-- "$wirepkg"
 
+mutate wire-queue-bytes "the output queue is bounded by its count only, not by bytes" \
+	internal/wire/conn.go \
+	'if c\.queued == 0 \|\| c\.queued\+n <= c\.maxQueued \{' \
+	'if true {' \
+	-- "$wirepkg" 'TestConn'
+
 mutate guard-depth "the sanitizer does not bound nesting" \
 	internal/guard/sanitize.go \
 	'object\(depth int\) \*problem\.Problem \{\n\tif depth > s\.lim\.MaxDepth \{' \

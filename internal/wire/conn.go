@@ -29,12 +29,15 @@ func (e *WriteError) Unwrap() error { return e.Err }
 // after flushing what was accepted and closes the input if it is an
 // io.Closer, which unblocks a pending Read.
 type Conn struct {
-	in     *Reader
-	inC    io.Closer
-	out    *bufio.Writer
-	queue  chan []byte
-	failed chan struct{} // closed when the writer has failed
-	done   chan struct{} // closed when the writer goroutine has returned
+	in    *Reader
+	inC   io.Closer
+	out   *bufio.Writer
+	queue chan []byte
+	// maxQueued bounds the bytes of the messages accepted and not yet
+	// written; see queueFrames.
+	maxQueued int
+	failed    chan struct{} // closed when the writer has failed
+	done      chan struct{} // closed when the writer goroutine has returned
 
 	// closing is closed when Shutdown begins. It releases Writes waiting
 	// on a full queue, which hold mu shared and would otherwise keep
@@ -48,6 +51,14 @@ type Conn struct {
 	closed   bool
 	writeErr error // set once, before failed is closed
 	closeIn  sync.Once
+
+	// qmu guards queued, the bytes of the messages accepted and not yet
+	// written (the one being written included), and space, which is
+	// closed and cleared when queued shrinks while a Write waits for
+	// room (nil when none waits).
+	qmu    sync.Mutex
+	queued int
+	space  chan struct{}
 }
 
 // maxKeptLine is the largest line buffer the writer keeps between messages.
@@ -58,16 +69,25 @@ const maxKeptLine = 1 << 20
 // bound.
 const queueLen = 256
 
+// queueFrames bounds the bytes waiting for the writer, as a multiple of
+// the frame cap: 16 MiB with the default 1 MiB cap. A count alone bounds
+// nothing when messages are large (256 answers of 6 MiB each are 1.5 GiB),
+// so writers also block while the queue holds this many bytes. A message
+// larger than the whole bound is accepted when the queue is empty, and
+// holds it alone until written.
+const queueFrames = 16
+
 // NewConn returns a Conn reading frames from r (capped at maxFrame bytes)
 // and writing to w. It starts the writer goroutine; call Close to stop it.
 func NewConn(r io.Reader, w io.Writer, maxFrame int) *Conn {
 	c := &Conn{
-		in:      NewReader(r, maxFrame),
-		out:     bufio.NewWriterSize(w, 64<<10),
-		queue:   make(chan []byte, queueLen),
-		failed:  make(chan struct{}),
-		done:    make(chan struct{}),
-		closing: make(chan struct{}),
+		in:        NewReader(r, maxFrame),
+		out:       bufio.NewWriterSize(w, 64<<10),
+		queue:     make(chan []byte, queueLen),
+		maxQueued: queueFrames * max(maxFrame, 1),
+		failed:    make(chan struct{}),
+		done:      make(chan struct{}),
+		closing:   make(chan struct{}),
 	}
 	if rc, ok := r.(io.Closer); ok {
 		c.inC = rc
@@ -82,9 +102,9 @@ func (c *Conn) Read() ([]byte, error) { return c.in.Next() }
 
 // Write queues msg, which must be one complete JSON message without a line
 // terminator, for writing. It does not copy msg: the caller must not modify
-// it afterwards. Write blocks while the queue is full, until ctx ends, and
-// fails with a *WriteError once the output has failed or ErrClosed once
-// Close or Shutdown has begun.
+// it afterwards. Write blocks while the queue is full (by count or by
+// bytes, see queueFrames), until ctx ends, and fails with a *WriteError
+// once the output has failed or ErrClosed once Close or Shutdown has begun.
 func (c *Conn) Write(ctx context.Context, msg []byte) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -94,16 +114,61 @@ func (c *Conn) Write(ctx context.Context, msg []byte) error {
 	if c.isFailed() {
 		return c.writeErr
 	}
+	if err := c.reserve(ctx, len(msg)); err != nil {
+		return err
+	}
+	var err error
 	select {
 	case c.queue <- msg:
 		return nil
 	case <-c.failed:
-		return c.writeErr
+		err = c.writeErr
 	case <-c.closing:
-		return ErrClosed
+		err = ErrClosed
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		err = context.Cause(ctx)
 	}
+	c.release(len(msg))
+	return err
+}
+
+// reserve waits until n more bytes fit the queue's byte bound, or the
+// queue is empty, and counts them as queued.
+func (c *Conn) reserve(ctx context.Context, n int) error {
+	for {
+		c.qmu.Lock()
+		if c.queued == 0 || c.queued+n <= c.maxQueued {
+			c.queued += n
+			c.qmu.Unlock()
+			return nil
+		}
+		if c.space == nil {
+			c.space = make(chan struct{})
+		}
+		space := c.space
+		c.qmu.Unlock()
+		select {
+		case <-space:
+		case <-c.failed:
+			return c.writeErr
+		case <-c.closing:
+			return ErrClosed
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// release uncounts n bytes of the queue and wakes the Writes waiting for
+// room.
+func (c *Conn) release(n int) {
+	c.qmu.Lock()
+	c.queued -= n
+	if c.space != nil {
+		close(c.space)
+		c.space = nil
+	}
+	c.qmu.Unlock()
 }
 
 // Failed returns a channel closed when the output has failed.
@@ -158,6 +223,7 @@ func (c *Conn) writeLoop() {
 	var line []byte
 	for msg := range c.queue {
 		if c.isFailed() {
+			c.release(len(msg))
 			continue // drain so blocked senders return
 		}
 		if cap(line) > maxKeptLine {
@@ -174,6 +240,9 @@ func (c *Conn) writeLoop() {
 		if err != nil {
 			c.fail(err)
 		}
+		// Counted until written: a message stuck in a write to a peer
+		// that does not read still holds its room.
+		c.release(len(msg))
 	}
 	if !c.isFailed() {
 		if err := c.out.Flush(); err != nil {

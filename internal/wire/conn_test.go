@@ -282,6 +282,62 @@ func TestConnWriteContext(t *testing.T) {
 	}
 }
 
+// TestConnQueueBytes checks that the queue is bounded by bytes as well as
+// by count: with the writer stuck, messages that together pass
+// queueFrames × the frame cap wait (here a cancelled ctx makes them
+// return its cause) though the count bound is far off, and a message
+// larger than the whole bound still goes once the queue is empty.
+func TestConnQueueBytes(t *testing.T) {
+	const maxFrame = 1024
+	out := newGateWriter(nil)
+	c := NewConn(strings.NewReader(""), out, maxFrame)
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(out.release) }) }
+	t.Cleanup(func() {
+		release() // a failed test must not leave Close flushing into the gate
+		c.Close()
+	})
+	if err := c.Write(t.Context(), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, out.entered, "the writer to block")
+	msg := func(n int) []byte { return []byte(`"` + strings.Repeat("a", n-2) + `"`) }
+	// The stuck message holds 2 bytes; 15 of maxFrame bytes fit beside it.
+	for range queueFrames - 1 {
+		if err := c.Write(t.Context(), msg(maxFrame)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errFull := errors.New("no room")
+	ctx, cancel := context.WithCancelCause(t.Context())
+	cancel(errFull)
+	// A Write that fits the count bound would race the cancelled ctx in
+	// one select; one that waits for room returns the cause every time.
+	for i := range 32 {
+		if err := c.Write(ctx, msg(maxFrame)); !errors.Is(err, errFull) {
+			t.Fatalf("Write %d over the byte bound = %v, want the cause %v", i, err, errFull)
+		}
+	}
+	big := msg(queueFrames*maxFrame + 1)
+	done := make(chan error, 1)
+	go func() { done <- c.Write(context.Background(), big) }()
+	release()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Write of a message over the whole bound = %v", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("a message over the whole bound never went, though the queue emptied")
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Count(out.String(), "\n"), queueFrames+1; got != want {
+		t.Errorf("wrote %d lines, want %d", got, want)
+	}
+}
+
 // TestConnShutdownBlockedOutput checks that Shutdown gives up at ctx end
 // when the peer has stopped reading, and that a later Close still flushes
 // once the output moves again.
