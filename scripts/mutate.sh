@@ -923,6 +923,24 @@ mutate session-cancelled-withheld "a request the client cancelled is answered an
 	'\t_ = cancelled' \
 	-- "$sessionpkg" 'TestRelayIsATask'
 
+mutate session-unread-pending "a call leaves the pending count before its answer is queued (a client that does not read)" \
+	internal/session/call.go \
+	'\tif out != nil \{\n\t\tss\.sendCtx\(wctx, out\)\n\t\}\n' \
+	'\tif out != nil {\n\t\tss.mu.Lock()\n\t\tdelete(ss.inflight, m.ID)\n\t\tss.mu.Unlock()\n\t\tss.sendCtx(wctx, out)\n\t}\n' \
+	-- "$sessionpkg" 'TestUnreadAnswersCountAsPending'
+
+mutate session-batch-unread-pending "a batch's calls leave the pending count before its array is queued" \
+	internal/session/reply.go \
+	'\tss\.mu\.Unlock\(\)\n\tif len\(msgs\) > 0 \{' \
+	'\tfor _, a := range answers {\n\t\tif a.call != nil {\n\t\t\tdelete(ss.inflight, a.id)\n\t\t}\n\t}\n\tss.mu.Unlock()\n\tif len(msgs) > 0 {' \
+	-- "$sessionpkg" 'TestUnreadAnswersCountAsPending'
+
+mutate session-unread-withdraw "a cancellation leaves an ended call's answer waiting for room" \
+	internal/session/call.go \
+	'\t\t\tc\.withdraw\(ErrPeerCancelled\)\n' \
+	'\t\t\t_ = ErrPeerCancelled\n' \
+	-- "$sessionpkg" 'TestUnreadAnswersCountAsPending'
+
 mutate session-relay-listen-offered "a 2026-07-28 subscription on a server without a relay is told it will hear prompt list changes" \
 	internal/session/subscribe.go \
 	'\tif rl != nil \{\n\t\tsub\.heard\.Prompts, sub\.heard\.Resources' \

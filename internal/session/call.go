@@ -331,6 +331,11 @@ func (ss *Session) cancelCall(params []byte) {
 	if found {
 		c.peerCancelled = true
 		c.cancel(ErrPeerCancelled)
+		if c.withdraw != nil {
+			// The call has ended and its answer waits for room in
+			// the output queue: it is not written after all.
+			c.withdraw(ErrPeerCancelled)
+		}
 	}
 	ss.mu.Unlock()
 	ss.log.Debug("cancellation", slog.String("id", id.String()), slog.Bool("in_flight", found))
@@ -398,13 +403,23 @@ func (ss *Session) runTask(c *call, r replier, m *jsonrpc.Message, body func() [
 	ss.finish(c, r, m, out)
 }
 
-// finish sends the answer out of the task of request m, and takes the
-// task out of inflight.
+// finish sends the answer out of the task of request m, and only then
+// takes the task out of inflight. Until its answer is queued for writing
+// the call counts against the pending cap, though its slot is free: a
+// client that stops reading its output is refused new calls once
+// MaxPending answers wait for it, instead of each further call holding a
+// goroutine and its answer while it waits for room in the output queue.
+// A cancellation while the answer waits withdraws it.
 func (ss *Session) finish(c *call, r replier, m *jsonrpc.Message, out []byte) {
+	var (
+		wctx     context.Context
+		withdraw context.CancelCauseFunc
+	)
 	ss.mu.Lock()
 	cancelled := c.peerCancelled
 	if r.m == nil {
-		delete(ss.inflight, m.ID)
+		wctx, withdraw = context.WithCancelCause(ss.writeCtx)
+		c.withdraw = withdraw
 	}
 	ss.mu.Unlock()
 	if cancelled {
@@ -420,7 +435,15 @@ func (ss *Session) finish(c *call, r replier, m *jsonrpc.Message, out []byte) {
 		r.m.answerCall(m.ID, c, out)
 		return
 	}
-	r.send(out)
+	defer func() {
+		withdraw(nil)
+		ss.mu.Lock()
+		delete(ss.inflight, m.ID)
+		ss.mu.Unlock()
+	}()
+	if out != nil {
+		ss.sendCtx(wctx, out)
+	}
 }
 
 type callParams struct {

@@ -11,3 +11,7 @@ func Drained(s *Session) bool {
 	defer s.mu.Unlock()
 	return s.draining
 }
+
+// Pending is the number of requests s holds in flight: running, waiting
+// for a slot, or ended with an answer not yet queued.
+func Pending(s *Session) int { return s.inFlight() }

@@ -37,8 +37,8 @@ func (r replier) sendError(e *jsonrpc.Error) {
 // answers came (JSON-RPC 2.0 §6 allows any order). A batch whose requests
 // all went unanswered (cancelled calls) writes nothing, as does one that
 // held only notifications. A member's call stays in the session's
-// inflight map until its batch is written, so that held answers count
-// against the pending cap and can still be cancelled.
+// inflight map until its batch is queued for writing, so that held
+// answers count against the pending cap and can still be cancelled.
 type batch struct {
 	ss *Session
 
@@ -106,18 +106,15 @@ func (b *batch) settle(a answer) {
 	if !done {
 		return
 	}
-	// The calls leave inflight now; one the client cancelled after it
-	// finished, while its answer waited here, is left out.
+	// One the client cancelled after it finished, while its answer
+	// waited here, is left out.
 	var msgs [][]byte
 	n := 2
 	ss := b.ss
 	ss.mu.Lock()
 	for _, a := range answers {
-		if a.call != nil {
-			delete(ss.inflight, a.id)
-			if a.call.peerCancelled {
-				continue
-			}
+		if a.call != nil && a.call.peerCancelled {
+			continue
 		}
 		if a.msg != nil {
 			msgs = append(msgs, a.msg)
@@ -125,16 +122,25 @@ func (b *batch) settle(a answer) {
 		}
 	}
 	ss.mu.Unlock()
-	if len(msgs) == 0 {
-		return
-	}
-	out := make([]byte, 0, n)
-	out = append(out, '[')
-	for i, m := range msgs {
-		if i > 0 {
-			out = append(out, ',')
+	if len(msgs) > 0 {
+		out := make([]byte, 0, n)
+		out = append(out, '[')
+		for i, m := range msgs {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, m...)
 		}
-		out = append(out, m...)
+		ss.send(append(out, ']'))
 	}
-	ss.send(append(out, ']'))
+	// The calls leave inflight only now that their answers are queued:
+	// until then they count against the pending cap, so a client that
+	// stops reading cannot have more than MaxPending answers waiting.
+	ss.mu.Lock()
+	for _, a := range answers {
+		if a.call != nil {
+			delete(ss.inflight, a.id)
+		}
+	}
+	ss.mu.Unlock()
 }

@@ -54,6 +54,9 @@ const (
 type call struct {
 	cancel        context.CancelCauseFunc
 	peerCancelled bool // guarded by Session.mu
+	// withdraw, once the call has ended outside a batch, abandons the
+	// write of its answer; guarded by Session.mu.
+	withdraw context.CancelCauseFunc
 }
 
 // Session serves one connection. Create it with [Server.NewSession] and run
@@ -305,8 +308,11 @@ func (ss *Session) readLoop() error {
 }
 
 // send writes one message; failures surface through Conn.Failed.
-func (ss *Session) send(msg []byte) {
-	if err := ss.conn.Write(ss.writeCtx, msg); err != nil {
+func (ss *Session) send(msg []byte) { ss.sendCtx(ss.writeCtx, msg) }
+
+// sendCtx is send bounded by ctx, which must end no later than writeCtx.
+func (ss *Session) sendCtx(ctx context.Context, msg []byte) {
+	if err := ss.conn.Write(ctx, msg); err != nil {
 		ss.log.Debug("response not written", slog.String("error", err.Error()))
 	}
 }

@@ -1,0 +1,194 @@
+package session_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcp-bastion/bastion/internal/mcp"
+	"github.com/mcp-bastion/bastion/internal/session"
+	"github.com/mcp-bastion/bastion/internal/wire"
+)
+
+// heldConn is a Conn whose output the test controls: every message is
+// handed to the test on written; a tool's successful answer (one that
+// holds "isError":false) then waits until its ctx ends or the conn is released,
+// as a write to a client that no longer reads waits for room. Everything
+// else (the read loop's own answers and refusals) passes.
+type heldConn struct {
+	*wire.Conn
+	written  chan []byte
+	returned chan []byte // held messages whose write ended with ctx
+	release  chan struct{}
+	holding  atomic.Int32 // held writes waiting now
+}
+
+func (h *heldConn) Write(ctx context.Context, msg []byte) error {
+	h.written <- msg
+	if !bytes.Contains(msg, []byte(`"isError":false`)) {
+		return nil
+	}
+	h.holding.Add(1)
+	defer h.holding.Add(-1)
+	select {
+	case <-h.release:
+		return nil
+	case <-ctx.Done():
+		h.returned <- msg
+		return context.Cause(ctx)
+	}
+}
+
+// heldHarness runs a session on a heldConn.
+type heldHarness struct {
+	t    *testing.T
+	in   *io.PipeWriter
+	conn *heldConn
+	sess *session.Session
+}
+
+func newHeldHarness(t *testing.T, opts session.Options) *heldHarness {
+	t.Helper()
+	opts.Info = mcp.Implementation{Name: "test", Version: "1"}
+	srv, err := session.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	conn := &heldConn{
+		Conn:    wire.NewConn(inR, io.Discard, 1<<20),
+		written: make(chan []byte, 64), returned: make(chan []byte, 64),
+		release: make(chan struct{}),
+	}
+	h := &heldHarness{t: t, in: inW, conn: conn, sess: srv.NewSession(conn)}
+	done := make(chan error, 1)
+	go func() { done <- h.sess.Run(context.Background()) }()
+	t.Cleanup(func() {
+		close(conn.release)
+		inW.Close()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("session did not end")
+		}
+	})
+	return h
+}
+
+func (h *heldHarness) send(s string) {
+	h.t.Helper()
+	if _, err := io.WriteString(h.in, s+"\n"); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// next is the next message the session wrote, decoded; a batch's array
+// is unwrapped when it holds one answer.
+func (h *heldHarness) next() map[string]any {
+	h.t.Helper()
+	select {
+	case msg := <-h.conn.written:
+		var v any
+		if err := json.Unmarshal(msg, &v); err != nil {
+			h.t.Fatalf("%v: %q", err, msg)
+		}
+		if a, ok := v.([]any); ok && len(a) == 1 {
+			v = a[0]
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			h.t.Fatalf("wrote %s, want one answer", msg)
+		}
+		return m
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("nothing written")
+		return nil
+	}
+}
+
+// refused reports whether m is the in-band MCP_CONCURRENCY_LIMIT refusal.
+func refused(m map[string]any) bool {
+	r, ok := m["result"].(map[string]any)
+	if !ok || r["isError"] != true {
+		return false
+	}
+	text, _ := r["content"].([]any)[0].(map[string]any)["text"].(string)
+	return strings.Contains(text, "MCP_CONCURRENCY_LIMIT")
+}
+
+// TestUnreadAnswersCountAsPending: a call whose answer waits for room in
+// the output queue (a client that does not read) keeps its place under
+// the pending cap though its tool has returned and its slot is free, so
+// the next call beyond the cap is refused instead of running and holding
+// one more goroutine and answer. A cancellation withdraws a waiting
+// answer and frees its place.
+func TestUnreadAnswersCountAsPending(t *testing.T) {
+	call := func(id string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"block","arguments":{"wait":false}}}`
+	}
+	cases := []struct {
+		name    string
+		version string
+		frame   func(string) string
+		// withdraw: a cancelled waiting answer frees its place (a
+		// batch's answer is one array, written whole or not at all).
+		withdraw bool
+	}{
+		{"direct", "2025-11-25", func(s string) string { return s }, true},
+		{"batch", "2025-03-26", func(s string) string { return "[" + s + "]" }, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHeldHarness(t, session.Options{Tools: newTools(t, nil), MaxConcurrency: 1, MaxPending: 2})
+			h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + c.version + `","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+			h.next()
+			// One call at a time: each answer is waiting before the
+			// next call is read.
+			for _, id := range []int{1, 2} {
+				h.send(c.frame(call(strconv.Itoa(id))))
+				if m := h.next(); m["id"] != float64(id) || refused(m) {
+					t.Fatalf("call %d: wrote %v, want its answer", id, m)
+				}
+			}
+			h.send(c.frame(call("3")))
+			if m := h.next(); m["id"] != float64(3) || !refused(m) {
+				t.Fatalf("call 3 with two answers unread: wrote %v, want the MCP_CONCURRENCY_LIMIT refusal", m)
+			}
+			if n := h.conn.holding.Load(); n != 2 {
+				t.Errorf("%d answers waiting, want 2", n)
+			}
+			if !c.withdraw {
+				return
+			}
+			h.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+			select {
+			case <-h.conn.returned:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the cancelled call's answer is still waiting to be written")
+			}
+			waitFor(t, func() bool { return session.Pending(h.sess) == 1 })
+			h.send(c.frame(call("4")))
+			if m := h.next(); m["id"] != float64(4) || refused(m) {
+				t.Fatalf("call 4 after call 1 was withdrawn: wrote %v, want its answer", m)
+			}
+		})
+	}
+}
+
+// waitFor polls cond until it holds, failing after 10 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in time")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
