@@ -425,7 +425,7 @@ mutate guard-depth "the sanitizer does not bound nesting" \
 # queue in the order calls arrived.
 mutate batch-array "batch members are answered on lines of their own" \
 	internal/session/dispatch.go \
-	'\t\tr := b\.member\(\)\n' \
+	'\t\tr := b\.member\(itemID\(it\)\)\n' \
 	'\t\tr := direct\n' \
 	-- "$sessionpkg"
 
@@ -940,6 +940,18 @@ mutate session-unread-withdraw "a cancellation leaves an ended call's answer wai
 	'\t\t\tc\.withdraw\(ErrPeerCancelled\)\n' \
 	'\t\t\t_ = ErrPeerCancelled\n' \
 	-- "$sessionpkg" 'TestUnreadAnswersCountAsPending'
+
+mutate session-batch-bytes "answers held for batches are not bounded in bytes" \
+	internal/session/reply.go \
+	'fits := ss\.batchBytes\+len\(msg\) <= limit' \
+	'fits := true' \
+	-- "$sessionpkg" 'TestBatchAnswersBounded'
+
+mutate session-batch-bytes-release "a written batch never frees its part of the batch bound" \
+	internal/session/reply.go \
+	'\tss\.batchBytes -= b\.held\n' \
+	'' \
+	-- "$sessionpkg" 'TestBatchAnswersBounded'
 
 mutate session-relay-listen-offered "a 2026-07-28 subscription on a server without a relay is told it will hear prompt list changes" \
 	internal/session/subscribe.go \

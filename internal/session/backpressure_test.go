@@ -192,3 +192,59 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestBatchAnswersBounded: the answers a session holds for its batches,
+// each until its whole array is written, are bounded in bytes. A member
+// whose answer would pass the bound is answered -32602 with an
+// MCP_PAYLOAD_TOO_LARGE problem instead, and the bound is free again once
+// the batch is written.
+func TestBatchAnswersBounded(t *testing.T) {
+	const maxBytes = 300
+	h := newHarness(t, context.Background(), session.Options{Tools: newTools(t, nil), MaxBatchBytes: maxBytes})
+	h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	h.recv()
+	call := func(id int) string {
+		return `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"block","arguments":{"wait":false}}}`
+	}
+	// The size of one answer, alone on its line (ids 1 to 9 keep it).
+	h.send(call(1))
+	line, err := h.out.ReadBytes('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := len(line) - 1
+	fit := maxBytes / size
+	if fit < 1 || fit >= 8 {
+		t.Fatalf("an answer of %d bytes: pick another bound", size)
+	}
+	for round := range 2 {
+		calls := make([]string, 8)
+		for i := range calls {
+			calls[i] = call(i + 2)
+		}
+		h.send("[" + strings.Join(calls, ",") + "]")
+		line, err := h.out.ReadBytes('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		var answers []map[string]any
+		if err := json.Unmarshal(line, &answers); err != nil {
+			t.Fatalf("%v: %q", err, line)
+		}
+		results, refused := 0, 0
+		for _, a := range answers {
+			switch e, _ := a["error"].(map[string]any); {
+			case a["result"] != nil:
+				results++
+			case e != nil && e["code"] == float64(-32602) && e["data"].(map[string]any)["code"] == "MCP_PAYLOAD_TOO_LARGE":
+				refused++
+			default:
+				t.Errorf("round %d: unexpected answer %v", round, a)
+			}
+		}
+		if results != fit || refused != 8-fit {
+			t.Errorf("round %d: %d results and %d refusals, want the %d answers of %d bytes that fit %d bytes and %d refusals",
+				round, results, refused, fit, size, maxBytes, 8-fit)
+		}
+	}
+}

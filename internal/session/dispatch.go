@@ -58,7 +58,7 @@ func (ss *Session) handleFrame(frame []byte) {
 			ss.handleItem(direct, it)
 			continue
 		}
-		r := b.member()
+		r := b.member(itemID(it))
 		if it.Msg != nil && it.Msg.Method == methodInitialize {
 			r.sendError(jsonrpc.NewError(it.Msg.ID, jsonrpc.CodeInvalidRequest,
 				"Invalid request: initialize must not be part of a batch"))
@@ -67,6 +67,15 @@ func (ss *Session) handleFrame(frame []byte) {
 		ss.handleItem(r, it)
 	}
 	b.dispatched()
+}
+
+// itemID is the id of an item of a frame: its request's, or the one its
+// error answers.
+func itemID(it jsonrpc.Item) jsonrpc.ID {
+	if it.Err != nil {
+		return it.Err.ID
+	}
+	return it.Msg.ID
 }
 
 // wantsReply reports whether an item of a frame gets a response: a

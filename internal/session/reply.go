@@ -1,10 +1,14 @@
 package session
 
 import (
+	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/mcp"
+	"github.com/mcp-bastion/bastion/internal/problem"
 )
 
 // replier answers one request: straight onto the stream, or into the
@@ -38,13 +42,15 @@ func (r replier) sendError(e *jsonrpc.Error) {
 // all went unanswered (cancelled calls) writes nothing, as does one that
 // held only notifications. A member's call stays in the session's
 // inflight map until its batch is queued for writing, so that held
-// answers count against the pending cap and can still be cancelled.
+// answers count against the pending cap and can still be cancelled; the
+// bytes of held answers count against the session's MaxBatchBytes.
 type batch struct {
 	ss *Session
 
 	mu      sync.Mutex
 	pending int // members without an answer, plus one until dispatched
 	answers []answer
+	held    int // bytes of answers counted in the session's batchBytes
 }
 
 // answer is one member's response; for a tools/call, with the call, which
@@ -63,22 +69,23 @@ func newBatch(ss *Session) *batch {
 // second (a bug) is dropped rather than corrupting the count.
 type batchMember struct {
 	b        *batch
+	id       jsonrpc.ID
 	answered atomic.Bool
 }
 
-// member returns the replier of the batch's next request.
-func (b *batch) member() replier {
+// member returns the replier of the batch's next request, of id.
+func (b *batch) member(id jsonrpc.ID) replier {
 	b.mu.Lock()
 	b.pending++
 	b.mu.Unlock()
-	return replier{ss: b.ss, m: &batchMember{b: b}}
+	return replier{ss: b.ss, m: &batchMember{b: b, id: id}}
 }
 
 func (m *batchMember) answer(msg []byte) {
 	if !m.answered.CompareAndSwap(false, true) {
 		return
 	}
-	m.b.settle(answer{msg: msg})
+	m.b.settle(answer{msg: msg, id: m.id})
 }
 
 // answerCall is answer for a started tools/call, identified by id, whose
@@ -95,6 +102,9 @@ func (m *batchMember) answerCall(id jsonrpc.ID, c *call, msg []byte) {
 func (b *batch) dispatched() { b.settle(answer{}) }
 
 func (b *batch) settle(a answer) {
+	if a.msg != nil {
+		a.msg = b.hold(a.id, a.msg)
+	}
 	b.mu.Lock()
 	if a.msg != nil || a.call != nil {
 		b.answers = append(b.answers, a)
@@ -136,11 +146,42 @@ func (b *batch) settle(a answer) {
 	// The calls leave inflight only now that their answers are queued:
 	// until then they count against the pending cap, so a client that
 	// stops reading cannot have more than MaxPending answers waiting.
+	// Their bytes leave the session's batch bound with them.
 	ss.mu.Lock()
 	for _, a := range answers {
 		if a.call != nil {
 			delete(ss.inflight, a.id)
 		}
 	}
+	ss.batchBytes -= b.held
 	ss.mu.Unlock()
+}
+
+// hold counts msg, the answer to member id, against the session's bound
+// on the bytes held for batches, and returns it; or, when it would pass
+// the bound, returns the small error that answers id instead. Answers
+// are held until the whole array is queued, so without a bound one batch
+// of 64 reads of a 1 MiB file held 384 MiB.
+func (b *batch) hold(id jsonrpc.ID, msg []byte) []byte {
+	ss := b.ss
+	limit := ss.srv.opts.MaxBatchBytes
+	ss.mu.Lock()
+	fits := ss.batchBytes+len(msg) <= limit
+	if fits {
+		ss.batchBytes += len(msg)
+	}
+	ss.mu.Unlock()
+	if fits {
+		b.mu.Lock()
+		b.held += len(msg)
+		b.mu.Unlock()
+		return msg
+	}
+	ss.log.Warn("batch answer over the bound replaced by an error", slog.String("id", id.String()),
+		slog.Int("answer_bytes", len(msg)), slog.Int("max_batch_bytes", limit))
+	pr := problem.New(problem.PayloadTooLarge, fmt.Sprintf(
+		"the answer (%d bytes) would pass the %d bytes this session holds for answers to its batches; send the request outside a batch",
+		len(msg), limit))
+	return jsonrpc.AppendError(nil, &jsonrpc.Error{ID: id, Code: pr.RPCCode(),
+		Message: "Payload too large: the answer does not fit the batch bound", Data: mcp.ProblemData(pr)})
 }

@@ -53,6 +53,7 @@ const (
 	DefaultCallTimeout    = 30 * time.Second
 	DefaultDrainGrace     = 5 * time.Second
 	DefaultMaxBatch       = 64
+	DefaultMaxBatchBytes  = 16 << 20
 )
 
 // Catalog is a set of tools that can change while the server runs, as a
@@ -155,6 +156,11 @@ type Options struct {
 	DrainGrace time.Duration
 	// MaxBatch caps the members of a JSON-RPC batch (2025-03-26 only).
 	MaxBatch int
+	// MaxBatchBytes bounds the bytes of the answers a session holds
+	// for its batches, each until its whole array is queued (default
+	// 16 MiB). An answer that would pass it is not held: the member is
+	// answered -32602 with an MCP_PAYLOAD_TOO_LARGE problem instead.
+	MaxBatchBytes int
 	// Limits bound the structure of tool arguments.
 	Limits guard.Limits
 	// ArgumentErrors selects how argument errors are reported.
@@ -215,6 +221,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = DefaultMaxBatch
+	}
+	if opts.MaxBatchBytes <= 0 {
+		opts.MaxBatchBytes = DefaultMaxBatchBytes
 	}
 	if opts.Limits == (guard.Limits{}) {
 		opts.Limits = guard.DefaultLimits()

@@ -95,6 +95,9 @@ type Session struct {
 
 	mu       sync.Mutex
 	inflight map[jsonrpc.ID]*call
+	// batchBytes are the bytes of the answers held for batches not yet
+	// queued, at most MaxBatchBytes; guarded by mu.
+	batchBytes int
 	// draining is set, under mu, before Run waits for the tasks: no task
 	// may be added after that (WaitGroup.Add must not race Wait).
 	draining bool
