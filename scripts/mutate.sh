@@ -923,6 +923,12 @@ mutate session-cancelled-withheld "a request the client cancelled is answered an
 	'\t_ = cancelled' \
 	-- "$sessionpkg" 'TestRelayIsATask'
 
+mutate session-slot-until-queued "a call's slot is freed before its answer is queued: a client that does not read holds an answer per pending call" \
+	internal/session/call.go \
+	'\tc\.slot = release\n' \
+	'\tdefer release()\n' \
+	-- "$sessionpkg" 'TestUnreadAnswersCountAsPending'
+
 mutate session-unread-pending "a call leaves the pending count before its answer is queued (a client that does not read)" \
 	internal/session/call.go \
 	'\tif out != nil \{\n\t\tss\.sendCtx\(wctx, out\)\n\t\}\n' \

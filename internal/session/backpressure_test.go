@@ -123,11 +123,12 @@ func refused(m map[string]any) bool {
 }
 
 // TestUnreadAnswersCountAsPending: a call whose answer waits for room in
-// the output queue (a client that does not read) keeps its place under
-// the pending cap though its tool has returned and its slot is free, so
-// the next call beyond the cap is refused instead of running and holding
-// one more goroutine and answer. A cancellation withdraws a waiting
-// answer and frees its place.
+// the output queue (a client that does not read) keeps its slot and its
+// place under the pending cap though its tool has returned: the next call
+// waits for the slot instead of running and holding one more answer, and
+// the one after it is refused by the pending cap. Memory held for a client
+// that does not read is so one answer per slot. A cancellation withdraws
+// a waiting answer and frees its slot for the call that waits.
 func TestUnreadAnswersCountAsPending(t *testing.T) {
 	call := func(id string) string {
 		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"block","arguments":{"wait":false}}}`
@@ -145,23 +146,28 @@ func TestUnreadAnswersCountAsPending(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := newHeldHarness(t, session.Options{Tools: newTools(t, nil), MaxConcurrency: 1, MaxPending: 2})
+			h := newHeldHarness(t, session.Options{Tools: newTools(t, nil), MaxConcurrency: 1, MaxPending: 2, QueueTimeout: time.Minute})
 			h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + c.version + `","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 			h.next()
-			// One call at a time: each answer is waiting before the
-			// next call is read.
-			for _, id := range []int{1, 2} {
-				h.send(c.frame(call(strconv.Itoa(id))))
-				if m := h.next(); m["id"] != float64(id) || refused(m) {
-					t.Fatalf("call %d: wrote %v, want its answer", id, m)
-				}
+			h.send(c.frame(call("1")))
+			if m := h.next(); m["id"] != float64(1) || refused(m) {
+				t.Fatalf("call 1: wrote %v, want its answer", m)
 			}
+			// Call 2 waits for the slot call 1 holds while its answer
+			// waits; it is pending, so call 3 is refused.
+			h.send(c.frame(call("2")))
+			waitFor(t, func() bool { return session.Pending(h.sess) == 2 })
 			h.send(c.frame(call("3")))
 			if m := h.next(); m["id"] != float64(3) || !refused(m) {
-				t.Fatalf("call 3 with two answers unread: wrote %v, want the MCP_CONCURRENCY_LIMIT refusal", m)
+				t.Fatalf("call 3 with two calls pending: wrote %v, want the MCP_CONCURRENCY_LIMIT refusal", m)
 			}
-			if n := h.conn.holding.Load(); n != 2 {
-				t.Errorf("%d answers waiting, want 2", n)
+			// One answer waits (its Write counts itself just after the
+			// test sees it), and call 2 has written nothing.
+			waitFor(t, func() bool { return h.conn.holding.Load() == 1 })
+			select {
+			case msg := <-h.conn.written:
+				t.Fatalf("wrote %s while call 1's answer waits, want nothing: one answer per slot", msg)
+			case <-time.After(50 * time.Millisecond):
 			}
 			if !c.withdraw {
 				return
@@ -172,11 +178,11 @@ func TestUnreadAnswersCountAsPending(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the cancelled call's answer is still waiting to be written")
 			}
-			waitFor(t, func() bool { return session.Pending(h.sess) == 1 })
-			h.send(c.frame(call("4")))
-			if m := h.next(); m["id"] != float64(4) || refused(m) {
-				t.Fatalf("call 4 after call 1 was withdrawn: wrote %v, want its answer", m)
+			// The slot is free: call 2 runs, and its answer waits.
+			if m := h.next(); m["id"] != float64(2) || refused(m) {
+				t.Fatalf("call 2 after call 1 was withdrawn: wrote %v, want its answer", m)
 			}
+			waitFor(t, func() bool { return session.Pending(h.sess) == 1 })
 		})
 	}
 }

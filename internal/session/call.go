@@ -346,7 +346,7 @@ func (ss *Session) runCall(ctx context.Context, c *call, r replier, m *jsonrpc.M
 	t tool.Tool, args jsontext.Value, place *guard.Reservation, asks *callAsks) {
 	ss.runTask(c, r, m, func() []byte {
 		defer asks.close() // before the answer: the client hears of its requests' end first
-		return ss.call(ctx, m, version, t, args, place)
+		return ss.call(ctx, c, m, version, t, args, place)
 	})
 }
 
@@ -404,13 +404,21 @@ func (ss *Session) runTask(c *call, r replier, m *jsonrpc.Message, body func() [
 }
 
 // finish sends the answer out of the task of request m, and only then
-// takes the task out of inflight. Until its answer is queued for writing
-// the call counts against the pending cap, though its slot is free: a
-// client that stops reading its output is refused new calls once
-// MaxPending answers wait for it, instead of each further call holding a
-// goroutine and its answer while it waits for room in the output queue.
-// A cancellation while the answer waits withdraws it.
+// takes the task out of inflight and frees its slot. Until its answer is
+// queued for writing the call counts against the pending cap and holds
+// its slot: a client that stops reading its output holds at most one
+// answer per slot, further calls wait for a slot (and are refused once
+// MaxPending are pending), instead of each holding a goroutine and its
+// answer while it waits for room in the output queue. A cancellation
+// while the answer waits withdraws it.
 func (ss *Session) finish(c *call, r replier, m *jsonrpc.Message, out []byte) {
+	if c.slot != nil {
+		// The slot is freed once the answer is queued (or handed to
+		// its batch, whose bytes are bounded apart: holding the slot
+		// until the whole batch is written would leave a batch larger
+		// than the slots waiting on itself).
+		defer c.slot()
+	}
 	var (
 		wctx     context.Context
 		withdraw context.CancelCauseFunc
@@ -458,14 +466,14 @@ type callParams struct {
 
 // call runs one admitted tools/call and returns the response to send, or
 // nil for none.
-func (ss *Session) call(ctx context.Context, m *jsonrpc.Message, version string,
+func (ss *Session) call(ctx context.Context, c *call, m *jsonrpc.Message, version string,
 	t tool.Tool, args jsontext.Value, place *guard.Reservation) []byte {
 	start := time.Now()
 	name := t.Descriptor().Name
 	// Logged even when the tool panics (runCall recovers and answers).
 	outcome := "panic"
 	defer func() { ss.logCall(name, m.ID, outcome, start) }()
-	res, err := ss.guarded(ctx, m.ID, t, args, place)
+	res, err := ss.guarded(ctx, c, m.ID, t, args, place)
 	outcome = "ok"
 	if err == nil {
 		if rel := res.Relayed; rel != nil {
@@ -534,13 +542,14 @@ func (ss *Session) result(id jsonrpc.ID, result []byte) []byte {
 // guarded runs an admitted call through the rest of the guardrails, in
 // order: its FIFO slot (place, reserved when the call arrived), the
 // execution deadline, then the tool, which decodes its arguments strictly.
-// Guardrail refusals are problems or argument errors.
-func (ss *Session) guarded(ctx context.Context, id jsonrpc.ID, t tool.Tool, args jsontext.Value, place *guard.Reservation) (tool.Result, error) {
+// Guardrail refusals are problems or argument errors. The slot is c's
+// until finish has queued the answer.
+func (ss *Session) guarded(ctx context.Context, c *call, id jsonrpc.ID, t tool.Tool, args jsontext.Value, place *guard.Reservation) (tool.Result, error) {
 	release, err := place.Wait(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
-	defer release()
+	c.slot = release
 	if ss.log.Enabled(ctx, slog.LevelDebug) {
 		// With one slot, the order of these lines is the order in
 		// which calls got it.

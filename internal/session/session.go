@@ -57,6 +57,12 @@ type call struct {
 	// withdraw, once the call has ended outside a batch, abandons the
 	// write of its answer; guarded by Session.mu.
 	withdraw context.CancelCauseFunc
+	// slot, when set, releases the call's concurrency slot. Only the
+	// call's own task touches it: guarded sets it, finish calls it once
+	// the answer is queued, so a client that does not read its output
+	// holds at most MCP_MAX_CONCURRENCY answers in memory, not one per
+	// pending call.
+	slot func()
 }
 
 // Session serves one connection. Create it with [Server.NewSession] and run
