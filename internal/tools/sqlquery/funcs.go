@@ -61,6 +61,10 @@ var denyRules = []denyRule{
 	{"pg_stat_file*", classFiles},
 	{"pg_file_*", classFiles},
 	{"pg_logdir_ls", classFiles},
+	{"pg_current_logfile*", classFiles},
+	{"pg_show_all_file_settings", classFiles},
+	{"pg_hba_file_rules", classFiles},
+	{"pg_ident_file_mappings", classFiles},
 
 	{"pg_terminate_backend", classBackends},
 	{"pg_cancel_backend", classBackends},
