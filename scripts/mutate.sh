@@ -408,8 +408,8 @@ mutate wire-frame-cap "an oversized line is buffered whole instead of discarded"
 
 mutate wire-queue-bytes "the output queue is bounded by its count only, not by bytes" \
 	internal/wire/conn.go \
-	'if c\.queued == 0 \|\| c\.queued\+n <= c\.maxQueued \{' \
-	'if true {' \
+	'&& c\.queued\+n <= c\.maxQueued\) \{' \
+	'&& true) {' \
 	-- "$wirepkg" 'TestConn'
 
 mutate guard-depth "the sanitizer does not bound nesting" \
@@ -919,9 +919,21 @@ mutate session-relay-task "a relayed request runs on the read loop, which it hol
 
 mutate session-cancelled-withheld "a request the client cancelled is answered anyway" \
 	internal/session/call.go \
-	'\tif cancelled \{\n\t\t// A cancelled request gets no response, whatever the task did\.\n\t\tout = nil\n\t\}' \
-	'\t_ = cancelled' \
+	'\t\treturn !cancelled\n\t\}\n\tif !cancelled && out != nil \{' \
+	'\t\treturn !cancelled || true\n\t}\n\tif (!cancelled || true) && out != nil {' \
 	-- "$sessionpkg" 'TestRelayIsATask'
+
+mutate session-leave-after-send "a call stops counting only after its answer is queued, when the client may already have read it" \
+	internal/session/call.go \
+	'ss\.sendQueued\(wctx, out, leave\)' \
+	'ss.sendQueued(wctx, out, nil)' \
+	-- "$sessionpkg" 'TestAnsweredCallNoLongerCounts'
+
+mutate session-batch-leave-after-send "a batch's calls and bytes stop counting only after the array is queued" \
+	internal/session/reply.go \
+	"ss\.sendQueued\(ss\.writeCtx, append\(out, '\]'\), leave\)" \
+	"ss.sendQueued(ss.writeCtx, append(out, ']'), nil)" \
+	-- "$sessionpkg" 'TestAnsweredCallNoLongerCounts'
 
 mutate session-slot-until-queued "a call's slot is freed before its answer is queued: a client that does not read holds an answer per pending call" \
 	internal/session/call.go \
@@ -931,14 +943,14 @@ mutate session-slot-until-queued "a call's slot is freed before its answer is qu
 
 mutate session-unread-pending "a call leaves the pending count before its answer is queued (a client that does not read)" \
 	internal/session/call.go \
-	'\tif out != nil \{\n\t\tss\.sendCtx\(wctx, out\)\n\t\}\n' \
-	'\tif out != nil {\n\t\tss.mu.Lock()\n\t\tdelete(ss.inflight, m.ID)\n\t\tss.mu.Unlock()\n\t\tss.sendCtx(wctx, out)\n\t}\n' \
+	'\t\tss\.sendQueued\(wctx, out, leave\)\n' \
+	'\t\tss.mu.Lock()\n\t\tdelete(ss.inflight, m.ID)\n\t\tss.mu.Unlock()\n\t\tss.sendQueued(wctx, out, leave)\n' \
 	-- "$sessionpkg" 'TestUnreadAnswersCountAsPending'
 
 mutate session-batch-unread-pending "a batch's calls leave the pending count before its array is queued" \
 	internal/session/reply.go \
-	'\tss\.mu\.Unlock\(\)\n\tif len\(msgs\) > 0 \{' \
-	'\tfor _, a := range answers {\n\t\tif a.call != nil {\n\t\t\tdelete(ss.inflight, a.id)\n\t\t}\n\t}\n\tss.mu.Unlock()\n\tif len(msgs) > 0 {' \
+	'\tss\.mu\.Unlock\(\)\n\t// The calls leave inflight only once the array' \
+	'\tfor _, a := range answers {\n\t\tif a.call != nil {\n\t\t\tdelete(ss.inflight, a.id)\n\t\t}\n\t}\n\tss.mu.Unlock()\n\t// The calls leave inflight only once the array' \
 	-- "$sessionpkg" 'TestUnreadAnswersCountAsPending'
 
 mutate session-unread-withdraw "a cancellation leaves an ended call's answer waiting for room" \

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -29,20 +30,22 @@ type heldConn struct {
 	holding  atomic.Int32 // held writes waiting now
 }
 
-func (h *heldConn) Write(ctx context.Context, msg []byte) error {
+func (h *heldConn) WriteQueued(ctx context.Context, msg []byte, queued func() bool) error {
 	h.written <- msg
-	if !bytes.Contains(msg, []byte(`"isError":false`)) {
-		return nil
+	if bytes.Contains(msg, []byte(`"isError":false`)) {
+		h.holding.Add(1)
+		defer h.holding.Add(-1)
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			h.returned <- msg
+			return context.Cause(ctx)
+		}
 	}
-	h.holding.Add(1)
-	defer h.holding.Add(-1)
-	select {
-	case <-h.release:
-		return nil
-	case <-ctx.Done():
-		h.returned <- msg
-		return context.Cause(ctx)
+	if queued != nil && !queued() {
+		return wire.ErrWithdrawn
 	}
+	return nil
 }
 
 // heldHarness runs a session on a heldConn.
@@ -127,8 +130,11 @@ func refused(m map[string]any) bool {
 // place under the pending cap though its tool has returned: the next call
 // waits for the slot instead of running and holding one more answer, and
 // the one after it is refused by the pending cap. Memory held for a client
-// that does not read is so one answer per slot. A cancellation withdraws
-// a waiting answer and frees its slot for the call that waits.
+// that does not read is so one answer per slot. A batch member frees its
+// slot when it hands its answer to the batch (the batch bound holds the
+// bytes), but its call still counts as pending until the array is
+// queued. A cancellation withdraws a waiting answer and frees its slot
+// for the call that waits.
 func TestUnreadAnswersCountAsPending(t *testing.T) {
 	call := func(id string) string {
 		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"block","arguments":{"wait":false}}}`
@@ -146,20 +152,50 @@ func TestUnreadAnswersCountAsPending(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := newHeldHarness(t, session.Options{Tools: newTools(t, nil), MaxConcurrency: 1, MaxPending: 2, QueueTimeout: time.Minute})
+			// In a batch, the tool waits on started until the read loop
+			// has dispatched the whole frame (the ping after it is
+			// answered): a batch whose last member ends first is written
+			// by the read loop, and a held write there would stop the
+			// reading this test needs.
+			var started chan struct{}
+			if !c.withdraw {
+				started = make(chan struct{})
+			}
+			h := newHeldHarness(t, session.Options{Tools: newTools(t, started), MaxConcurrency: 1, MaxPending: 2, QueueTimeout: time.Minute})
 			h.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + c.version + `","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 			h.next()
-			h.send(c.frame(call("1")))
+			send := func(id string) {
+				h.send(c.frame(call(id)))
+				if started == nil {
+					return
+				}
+				h.send(`{"jsonrpc":"2.0","id":"p` + id + `","method":"ping"}`)
+				if m := h.next(); m["id"] != "p"+id {
+					t.Fatalf("wrote %v, want the answer to ping p%s", m, id)
+				}
+				<-started
+			}
+			send("1")
 			if m := h.next(); m["id"] != float64(1) || refused(m) {
 				t.Fatalf("call 1: wrote %v, want its answer", m)
 			}
 			// Call 2 waits for the slot call 1 holds while its answer
-			// waits; it is pending, so call 3 is refused.
-			h.send(c.frame(call("2")))
+			// waits (in a batch, it runs, and its answer waits too); it
+			// is pending, so call 3 is refused.
+			send("2")
 			waitFor(t, func() bool { return session.Pending(h.sess) == 2 })
+			if !c.withdraw {
+				if m := h.next(); m["id"] != float64(2) || refused(m) {
+					t.Fatalf("batch call 2: wrote %v, want its answer", m)
+				}
+			}
 			h.send(c.frame(call("3")))
 			if m := h.next(); m["id"] != float64(3) || !refused(m) {
 				t.Fatalf("call 3 with two calls pending: wrote %v, want the MCP_CONCURRENCY_LIMIT refusal", m)
+			}
+			if !c.withdraw {
+				waitFor(t, func() bool { return h.conn.holding.Load() == 2 })
+				return
 			}
 			// One answer waits (its Write counts itself just after the
 			// test sees it), and call 2 has written nothing.
@@ -168,9 +204,6 @@ func TestUnreadAnswersCountAsPending(t *testing.T) {
 			case msg := <-h.conn.written:
 				t.Fatalf("wrote %s while call 1's answer waits, want nothing: one answer per slot", msg)
 			case <-time.After(50 * time.Millisecond):
-			}
-			if !c.withdraw {
-				return
 			}
 			h.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
 			select {
@@ -252,5 +285,104 @@ func TestBatchAnswersBounded(t *testing.T) {
 			t.Errorf("round %d: %d results and %d refusals, want the %d answers of %d bytes that fit %d bytes and %d refusals",
 				round, results, refused, fit, size, maxBytes, 8-fit)
 		}
+	}
+}
+
+// handConn is a Conn that hands each message to the test as it is
+// queued, and returns from the write only once the test lets it: the
+// test sees an answer while the task that wrote it has not yet gone on,
+// as a client may read an answer before its writer is scheduled again.
+type handConn struct {
+	*wire.Conn
+	out chan []byte
+	ack chan struct{}
+}
+
+func (h *handConn) WriteQueued(ctx context.Context, msg []byte, queued func() bool) error {
+	if queued != nil && !queued() {
+		return wire.ErrWithdrawn
+	}
+	h.out <- msg
+	<-h.ack
+	return nil
+}
+
+// TestAnsweredCallNoLongerCounts: a call stops counting (against the
+// pending cap, its slot, its id, the batch bound) once its answer has its
+// place in the output, before the client can read it: a client that reads
+// an answer and at once sends the next call, reusing the id, or the next
+// batch, is never refused on account of the call it has just been
+// answered.
+func TestAnsweredCallNoLongerCounts(t *testing.T) {
+	for _, version := range []string{"2025-11-25", "2025-03-26"} {
+		t.Run(version, func(t *testing.T) {
+			srv, err := session.NewServer(session.Options{Info: mcp.Implementation{Name: "test", Version: "1"},
+				Tools: newTools(t, nil), MaxConcurrency: 1, MaxPending: 1, MaxBatchBytes: 500})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A kernel pipe, which buffers: the test writes the next call
+			// while the read loop may be held in a write.
+			inR, inW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn := &handConn{Conn: wire.NewConn(inR, io.Discard, 1<<20), out: make(chan []byte), ack: make(chan struct{})}
+			sess := srv.NewSession(conn)
+			done := make(chan error, 1)
+			go func() { done <- sess.Run(context.Background()) }()
+			defer func() {
+				inW.Close()
+				go func() {
+					for range conn.out {
+					}
+				}()
+				close(conn.ack)
+				<-done
+				close(conn.out) // no writer is left: Run has returned
+			}()
+			send := func(s string) {
+				if _, err := io.WriteString(inW, s+"\n"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+			<-conn.out
+			conn.ack <- struct{}{}
+			call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"block","arguments":{"wait":false}}}`
+			if version == "2025-03-26" {
+				call = "[" + call + "]"
+			}
+			send(call)
+			acks := 0
+			for round := range 20 {
+				first := <-conn.out // its writer waits for the ack
+				send(call)
+				var next []byte
+				select {
+				case next = <-conn.out:
+				case <-time.After(100 * time.Millisecond):
+					// The read loop wrote the first answer itself (a
+					// batch answered before it was fully read) and reads
+					// on only once the write returns; that path has no
+					// window to test.
+					conn.ack <- struct{}{}
+					acks++
+					next = <-conn.out
+				}
+				for _, msg := range [][]byte{first, next} {
+					if bytes.Contains(msg, []byte(`"error"`)) || bytes.Contains(msg, []byte(`"isError":true`)) {
+						t.Fatalf("round %d: %s, want the answer: the call answered before still counted", round, msg)
+					}
+				}
+				for range 2 - acks {
+					conn.ack <- struct{}{}
+				}
+				acks = 0
+				send(call)
+			}
+			<-conn.out
+			conn.ack <- struct{}{}
+		})
 	}
 }

@@ -403,55 +403,65 @@ func (ss *Session) runTask(c *call, r replier, m *jsonrpc.Message, body func() [
 	ss.finish(c, r, m, out)
 }
 
-// finish sends the answer out of the task of request m, and only then
-// takes the task out of inflight and frees its slot. Until its answer is
-// queued for writing the call counts against the pending cap and holds
-// its slot: a client that stops reading its output holds at most one
-// answer per slot, further calls wait for a slot (and are refused once
-// MaxPending are pending), instead of each holding a goroutine and its
-// answer while it waits for room in the output queue. A cancellation
-// while the answer waits withdraws it.
+// finish sends the answer out of the task of request m. The task leaves
+// inflight and frees its slot once the answer has its place in the output
+// queue, and before the client can read it: until then it counts against
+// the pending cap and holds its slot, so a client that stops reading its
+// output holds at most one answer per slot and further calls wait for a
+// slot (refused once MaxPending are pending), instead of each holding a
+// goroutine and its answer while it waits for room; and a client that
+// reads an answer and at once sends another call (or reuses the id) is
+// never judged against the call it has just been answered. A cancellation
+// while the answer waits for room withdraws it.
 func (ss *Session) finish(c *call, r replier, m *jsonrpc.Message, out []byte) {
-	if c.slot != nil {
-		// The slot is freed once the answer is queued (or handed to
-		// its batch, whose bytes are bounded apart: holding the slot
-		// until the whole batch is written would leave a batch larger
-		// than the slots waiting on itself).
-		defer c.slot()
-	}
-	var (
-		wctx     context.Context
-		withdraw context.CancelCauseFunc
-	)
-	ss.mu.Lock()
-	cancelled := c.peerCancelled
-	if r.m == nil {
-		wctx, withdraw = context.WithCancelCause(ss.writeCtx)
-		c.withdraw = withdraw
-	}
-	ss.mu.Unlock()
-	if cancelled {
-		// A cancelled request gets no response, whatever the task did.
-		out = nil
-	}
 	if r.m != nil {
+		ss.mu.Lock()
+		if c.peerCancelled {
+			// A cancelled request gets no response, whatever the task did.
+			out = nil
+		}
+		ss.mu.Unlock()
 		// A batch member's answer waits for its batch. Until the
-		// batch is written the task keeps its place in inflight: it
+		// batch is queued the task keeps its place in inflight: it
 		// counts against the pending cap (so answers held for a slow
 		// member are bounded too), its id stays taken, and a
-		// cancellation can still withdraw it.
+		// cancellation can still withdraw it. Its slot is freed first:
+		// holding it until the whole batch is queued would leave a
+		// batch larger than the slots waiting on itself (and the last
+		// member queues the array, which the client may read before
+		// that member goes on); the bytes of held answers have their
+		// own bound.
+		if c.slot != nil {
+			c.slot()
+		}
 		r.m.answerCall(m.ID, c, out)
 		return
 	}
-	defer func() {
-		withdraw(nil)
+	wctx, withdraw := context.WithCancelCause(ss.writeCtx)
+	defer withdraw(nil)
+	ss.mu.Lock()
+	cancelled := c.peerCancelled
+	c.withdraw = withdraw
+	ss.mu.Unlock()
+	done := false
+	leave := func() bool {
+		if done {
+			return false
+		}
+		done = true
 		ss.mu.Lock()
+		cancelled := c.peerCancelled
 		delete(ss.inflight, m.ID)
 		ss.mu.Unlock()
-	}()
-	if out != nil {
-		ss.sendCtx(wctx, out)
+		if c.slot != nil {
+			c.slot()
+		}
+		return !cancelled
 	}
+	if !cancelled && out != nil {
+		ss.sendQueued(wctx, out, leave)
+	}
+	leave() // not queued: withdrawn, cancelled, no answer, or the output ended
 }
 
 type callParams struct {

@@ -132,29 +132,48 @@ func (b *batch) settle(a answer) {
 		}
 	}
 	ss.mu.Unlock()
-	if len(msgs) > 0 {
-		out := make([]byte, 0, n)
-		out = append(out, '[')
-		for i, m := range msgs {
-			if i > 0 {
-				out = append(out, ',')
+	// The calls leave inflight only once the array has its place in the
+	// output queue, and before the client can read it: until then they
+	// count against the pending cap, so a client that stops reading
+	// cannot have more than MaxPending answers waiting, and a client
+	// that answers at once is not judged against them. Their bytes leave
+	// the session's batch bound with them.
+	left := false
+	leave := func() bool {
+		if left {
+			return true
+		}
+		left = true
+		ss.mu.Lock()
+		for _, a := range answers {
+			if a.call != nil {
+				delete(ss.inflight, a.id)
 			}
-			out = append(out, m...)
 		}
-		ss.send(append(out, ']'))
+		ss.batchBytes -= b.held
+		ss.mu.Unlock()
+		return true
 	}
-	// The calls leave inflight only now that their answers are queued:
-	// until then they count against the pending cap, so a client that
-	// stops reading cannot have more than MaxPending answers waiting.
-	// Their bytes leave the session's batch bound with them.
-	ss.mu.Lock()
-	for _, a := range answers {
-		if a.call != nil {
-			delete(ss.inflight, a.id)
+	if len(msgs) == 0 {
+		leave()
+		return
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '[')
+	for i, m := range msgs {
+		if i > 0 {
+			out = append(out, ',')
 		}
+		out = append(out, m...)
 	}
-	ss.batchBytes -= b.held
-	ss.mu.Unlock()
+	// The array is now the only copy the bound counts: the members'
+	// own bytes are let go.
+	msgs = nil
+	for i := range answers {
+		answers[i].msg = nil
+	}
+	ss.sendQueued(ss.writeCtx, append(out, ']'), leave)
+	leave() // not queued: the output ended
 }
 
 // hold counts msg, the answer to member id, against the session's bound

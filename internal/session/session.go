@@ -23,7 +23,11 @@ import (
 // failed; Shutdown flushes what Write accepted and stops the output.
 type Conn interface {
 	Read() ([]byte, error)
-	Write(ctx context.Context, msg []byte) error
+	// WriteQueued queues msg for writing, waiting for room until ctx
+	// ends, and runs queued (when not nil) once msg has its place and
+	// before the peer can read it; queued returning false withdraws
+	// msg. See [wire.Conn.WriteQueued].
+	WriteQueued(ctx context.Context, msg []byte, queued func() bool) error
 	CloseRead() error
 	Failed() <-chan struct{}
 	Err() error
@@ -317,11 +321,12 @@ func (ss *Session) readLoop() error {
 }
 
 // send writes one message; failures surface through Conn.Failed.
-func (ss *Session) send(msg []byte) { ss.sendCtx(ss.writeCtx, msg) }
+func (ss *Session) send(msg []byte) { ss.sendQueued(ss.writeCtx, msg, nil) }
 
-// sendCtx is send bounded by ctx, which must end no later than writeCtx.
-func (ss *Session) sendCtx(ctx context.Context, msg []byte) {
-	if err := ss.conn.Write(ctx, msg); err != nil {
+// sendQueued is send bounded by ctx, which must end no later than
+// writeCtx, running queued as [Conn.WriteQueued] does.
+func (ss *Session) sendQueued(ctx context.Context, msg []byte, queued func() bool) {
+	if err := ss.conn.WriteQueued(ctx, msg, queued); err != nil && !errors.Is(err, wire.ErrWithdrawn) {
 		ss.log.Debug("response not written", slog.String("error", err.Error()))
 	}
 }

@@ -56,9 +56,10 @@ type Conn struct {
 	// written (the one being written included), and space, which is
 	// closed and cleared when queued shrinks while a Write waits for
 	// room (nil when none waits).
-	qmu    sync.Mutex
-	queued int
-	space  chan struct{}
+	qmu     sync.Mutex
+	queued  int
+	queuedN int // the messages counted in queued
+	space   chan struct{}
 }
 
 // maxKeptLine is the largest line buffer the writer keeps between messages.
@@ -81,9 +82,11 @@ const queueFrames = 16
 // and writing to w. It starts the writer goroutine; call Close to stop it.
 func NewConn(r io.Reader, w io.Writer, maxFrame int) *Conn {
 	c := &Conn{
-		in:        NewReader(r, maxFrame),
-		out:       bufio.NewWriterSize(w, 64<<10),
-		queue:     make(chan []byte, queueLen),
+		in:  NewReader(r, maxFrame),
+		out: bufio.NewWriterSize(w, 64<<10),
+		// One more than the messages reserve admits beside the one
+		// being written, so that a reserved message always has room.
+		queue:     make(chan []byte, queueLen+1),
 		maxQueued: queueFrames * max(maxFrame, 1),
 		failed:    make(chan struct{}),
 		done:      make(chan struct{}),
@@ -106,6 +109,21 @@ func (c *Conn) Read() ([]byte, error) { return c.in.Next() }
 // bytes, see queueFrames), until ctx ends, and fails with a *WriteError
 // once the output has failed or ErrClosed once Close or Shutdown has begun.
 func (c *Conn) Write(ctx context.Context, msg []byte) error {
+	return c.WriteQueued(ctx, msg, nil)
+}
+
+// ErrWithdrawn is returned by WriteQueued when its queued func declined
+// to send the message after all.
+var ErrWithdrawn = errors.New("wire: message withdrawn")
+
+// WriteQueued is Write, and when queued is not nil, runs it once msg has
+// its place in the queue, before the writer can take it: whatever queued
+// releases (the caller's count of answers waiting) is released before the
+// peer can read msg, so a peer that answers at once is never judged
+// against it. If queued returns false, msg is not sent, its place is
+// given back and WriteQueued returns ErrWithdrawn. ctx bounds only the
+// wait for a place.
+func (c *Conn) WriteQueued(ctx context.Context, msg []byte, queued func() bool) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
@@ -117,28 +135,26 @@ func (c *Conn) Write(ctx context.Context, msg []byte) error {
 	if err := c.reserve(ctx, len(msg)); err != nil {
 		return err
 	}
-	var err error
-	select {
-	case c.queue <- msg:
-		return nil
-	case <-c.failed:
-		err = c.writeErr
-	case <-c.closing:
-		err = ErrClosed
-	case <-ctx.Done():
-		err = context.Cause(ctx)
+	if queued != nil && !queued() {
+		c.release(len(msg))
+		return ErrWithdrawn
 	}
-	c.release(len(msg))
-	return err
+	// reserve admitted msg, so the channel has room for it: the send
+	// does not wait, and nothing (not ctx) can take back a message
+	// whose place queued has already been told of.
+	c.queue <- msg
+	return nil
 }
 
-// reserve waits until n more bytes fit the queue's byte bound, or the
-// queue is empty, and counts them as queued.
+// reserve waits until n more bytes fit the queue's byte bound and one
+// more message its count bound (queueLen beside the one being written),
+// or the queue is empty, and counts them as queued.
 func (c *Conn) reserve(ctx context.Context, n int) error {
 	for {
 		c.qmu.Lock()
-		if c.queued == 0 || c.queued+n <= c.maxQueued {
+		if c.queuedN == 0 || (c.queuedN <= queueLen && c.queued+n <= c.maxQueued) {
 			c.queued += n
+			c.queuedN++
 			c.qmu.Unlock()
 			return nil
 		}
@@ -164,6 +180,7 @@ func (c *Conn) reserve(ctx context.Context, n int) error {
 func (c *Conn) release(n int) {
 	c.qmu.Lock()
 	c.queued -= n
+	c.queuedN--
 	if c.space != nil {
 		close(c.space)
 		c.space = nil
