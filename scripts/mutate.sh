@@ -1740,6 +1740,15 @@ mutate session-listen-at-drain "a subscription read as the session begins to dra
 	'if false {\n\t\t// Read just as' \
 	-- "$sessionpkg" 'TestSubscriptionsListenAtDrain'
 
+mutate session-watch-after-read "a session reads its first message before it watches its catalog" \
+	internal/session/session.go \
+	'\t// Watch before reading: a change' \
+	'\treadDone := make(chan error, 1)\n\tgo func() { readDone <- ss.readLoop() }()\n\t// Watch before reading: a change' \
+	internal/session/session.go \
+	'\t\}\n\treadDone := make\(chan error, 1\)\n\tgo func\(\) \{ readDone <- ss\.readLoop\(\) \}\(\)\n' \
+	'\t}\n' \
+	-- "$sessionpkg" 'TestCatalogWatchedBeforeReading'
+
 mutate gw-subscribe-no-slot "a resources/subscribe is sent past the server's in-flight bound" \
 	internal/gateway/subscribe.go \
 	'\trelease, err := d\.slots\.acquire\(dctx, c\.Principal\)\n\tif err != nil \{\n\t\treturn g\.callError\(ctx, dctx, log, server, method, context\.Cause\(dctx\)\)\n\t\}\n\tdefer release\(\)\n\t_, err = ' \

@@ -174,8 +174,8 @@ func (ss *Session) Run(ctx context.Context) error {
 	defer cancelTasks(nil)
 	ss.taskCtx = taskCtx
 
-	readDone := make(chan error, 1)
-	go func() { readDone <- ss.readLoop() }()
+	// Watch before reading: a change between the first message read and
+	// the watch would be lost to a subscription opened by that message.
 	if c := ss.srv.opts.Catalog; c != nil {
 		stopWatch := ss.watchCatalog(c)
 		defer stopWatch()
@@ -184,6 +184,8 @@ func (ss *Session) Run(ctx context.Context) error {
 		stopWatch := ss.watchRelay(rl)
 		defer stopWatch()
 	}
+	readDone := make(chan error, 1)
+	go func() { readDone <- ss.readLoop() }()
 
 	var (
 		result    error

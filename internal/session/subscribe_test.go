@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +16,8 @@ import (
 
 // changingCatalog is a catalog whose changes the test makes.
 type changingCatalog struct {
-	reg *tool.Registry
+	reg         *tool.Registry
+	beforeWatch func() // when set, run as Watch is called
 
 	mu       sync.Mutex
 	watchers []chan struct{}
@@ -28,6 +30,9 @@ func (c *changingCatalog) List(string, *string) ([]byte, *jsonrpc.Error) {
 func (c *changingCatalog) Lookup(name string) (tool.Tool, bool) { return c.reg.Lookup(name) }
 
 func (c *changingCatalog) Watch() (<-chan struct{}, func()) {
+	if c.beforeWatch != nil {
+		c.beforeWatch()
+	}
 	ch := make(chan struct{}, 1)
 	c.mu.Lock()
 	c.watchers = append(c.watchers, ch)
@@ -170,5 +175,30 @@ func TestSubscriptionsListenAtDrain(t *testing.T) {
 	}
 	if !acked || !answered {
 		t.Fatalf("a listen read at the drain: acknowledged %v, answered %v; want both", acked, answered)
+	}
+}
+
+// TestCatalogWatchedBeforeReading: a session watches its catalog before it
+// reads its first message, so no change the client could have caused, or
+// been told of, falls between the two. Watch waits a while for the first
+// line to be read; a session that read it first fails.
+func TestCatalogWatchedBeforeReading(t *testing.T) {
+	read := make(chan struct{})
+	var readFirst atomic.Bool
+	cat := &changingCatalog{reg: newTools(t, nil), beforeWatch: func() {
+		select {
+		case <-read:
+			readFirst.Store(true)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := newHarness(t, ctx, session.Options{Catalog: cat})
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"ping","params":{` + modernMeta + `}}`)
+	close(read)
+	h.recv()
+	if readFirst.Load() {
+		t.Fatal("the session read a message before it watched its catalog")
 	}
 }
