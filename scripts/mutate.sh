@@ -1322,6 +1322,18 @@ mutate gw-outcome-unknown "a tool gone while its call waited is counted as a dow
 	'case false:' \
 	-- "$gwpkg" 'TestOutcome$'
 
+mutate gw-prompt-input-required "a prompts/get answered input_required is reported as a malformed result" \
+	internal/gateway/prompt.go \
+	'\tif askedForInput\(raw\) \{' \
+	'\tif false {' \
+	-- "$gwpkg" 'TestInputRequiredOutsideToolsCall'
+
+mutate gw-read-input-required "a resources/read answered input_required is reported as a malformed result" \
+	internal/gateway/resource.go \
+	'\tif askedForInput\(raw\) \{' \
+	'\tif false {' \
+	-- "$gwpkg" 'TestInputRequiredOutsideToolsCall'
+
 mutate gw-outcome-denied "a call the policy refused is counted as a downstream's error" \
 	internal/gateway/invoke.go \
 	'case errors\.As\(err, &gwErr\) && gwErr\.Code == CodeUnauthorized:' \

@@ -37,6 +37,10 @@ const (
 	maxInputRequests = 16
 )
 
+// reasonNoInputRounds is the reason given for an input_required answer to a
+// request other than tools/call.
+const reasonNoInputRounds = "the server asked for input, which the gateway carries only for tools/call"
+
 // inputRequest is one request of an input_required result.
 type inputRequest struct {
 	Method string         `json:"method"`
@@ -94,6 +98,15 @@ func parseInputRound(res jsontext.Value) (*inputRound, error) {
 		}
 	}
 	return &inputRound{Requests: r.Requests, State: r.State}, nil
+}
+
+// askedForInput reports whether res is an input_required result, well
+// formed or not: the answer of a request whose rounds the gateway does
+// not carry (prompts/get, resources/read), which it must call by its name
+// rather than a malformed result.
+func askedForInput(res jsontext.Value) bool {
+	_, err := parseInputRound(res)
+	return !errors.Is(err, errNotInputRequired)
 }
 
 // isInputMethod reports whether method may be asked in an input_required

@@ -569,3 +569,37 @@ func TestSlotsShared(t *testing.T) {
 		t.Errorf("shares left behind: %v", s.shares)
 	}
 }
+
+// TestInputRequiredOutsideToolsCall: a prompts/get or resources/read that
+// a downstream answers input_required, whose rounds the gateway carries
+// only for tools/call, fails -32003 with that reason, not as a malformed
+// result, and nothing of the server's requests reaches the caller.
+func TestInputRequiredOutsideToolsCall(t *testing.T) {
+	dir := t.TempDir()
+	resources, prompts := filepath.Join(dir, "resources.json"), filepath.Join(dir, "prompts.json")
+	if err := os.WriteFile(resources, []byte(`{"resources":[{"uri":"ask://one","name":"one"}],"resourceTemplates":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prompts, []byte(`[{"name":"ask"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	yaml := "auth:\n  mode: none\npolicy:\n  rules:\n    - {id: all, prompts: [\"*\"], resources: [\"*:*\"], roles: [\"*\"]}\nservers:\n" +
+		fmt.Sprintf("  - name: plugin\n    command: [%q]\n    env: {FIXTURE_PROMPTS: %q, FIXTURE_RESOURCES: %q}\n", fixtureBin, prompts, resources) +
+		"admission: {first_use: pin}\n"
+	g := launch(t, yaml, nil, nil, func(snap *catalog.Snapshot) bool {
+		_, prompt := snap.LookupPrompt("plugin.ask")
+		return prompt && len(snap.Resources) == 1
+	})
+	check := func(what string, err error) {
+		t.Helper()
+		var e *Error
+		if !errors.As(err, &e) || e.Code != CodeBadGateway || !strings.Contains(e.Message, "asked for input") ||
+			strings.Contains(string(e.Data), "fixture asks") {
+			t.Errorf("%s answered input_required: %v, want -32003 saying the server asked for input", what, err)
+		}
+	}
+	_, err := g.GetPrompt(t.Context(), PromptGet{Name: "plugin.ask"})
+	check("a prompts/get", err)
+	_, err = g.ReadResource(t.Context(), ResourceRead{URI: "ask://one"})
+	check("a resources/read", err)
+}

@@ -239,6 +239,11 @@ func (g *Gateway) getPrompt(ctx context.Context, c PromptGet, p *catalog.Prompt,
 	if err != nil {
 		return nil, took, g.callError(ctx, dctx, log, p.Server, p.Qualified, err)
 	}
+	if askedForInput(raw) {
+		log.Warn("downstream answered prompts/get with input_required, which the gateway carries only for tools/call",
+			slog.String("server", p.Server), slog.String("prompt", p.Qualified))
+		return nil, took, badGateway(p.Server, reasonNoInputRounds, false)
+	}
 	res, embedded, perr := parsePromptResult(raw)
 	if perr != nil {
 		log.Warn("downstream answered prompts/get with a malformed result", slog.String("server", p.Server),

@@ -260,6 +260,10 @@ func (g *Gateway) readResource(ctx context.Context, c ResourceRead, server strin
 		}
 		return nil, took, g.callError(ctx, dctx, log, server, "resources/read", err)
 	}
+	if askedForInput(raw) {
+		log.Warn("downstream answered resources/read with input_required, which the gateway carries only for tools/call", slog.String("server", server))
+		return nil, took, badGateway(server, reasonNoInputRounds, false)
+	}
 	contents, perr := parseContents(raw)
 	if perr != nil {
 		log.Warn("downstream answered resources/read with a malformed result", slog.String("server", server), slog.String("error", perr.Error()))

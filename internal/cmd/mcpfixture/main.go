@@ -33,7 +33,8 @@
 //	                   announces it too) and answers prompts/get of any
 //	                   listed name with one user message naming the prompt
 //	                   and its arguments (a prompt named bad-result answers
-//	                   with a message of role "system"); it also declares
+//	                   with a message of role "system", one named ask with
+//	                   an input_required result); it also declares
 //	                   completions, answering two values named after it
 //	FIXTURE_COMPLETIONS  comma-separated values every completion/complete
 //	                   answers with instead, whatever was typed
@@ -43,7 +44,8 @@
 //	                   announces it too) and answers resources/read of
 //	                   a listed URI, or of one that begins with a template's
 //	                   text before its first "{", with one text naming the
-//	                   URI and the server ("bad://…" answers without a uri);
+//	                   URI and the server ("bad://…" answers without a uri,
+//	                   "ask://…" with an input_required result);
 //	                   a resources/subscribe of a URI that begins with
 //	                   "slowfail:" fails, 300 ms later
 //	FIXTURE_LOGGING    1: the server declares logging and answers
@@ -456,6 +458,10 @@ func (s *server) readResource(m msg) {
 		s.result(m.ID, fmt.Sprintf(`{"contents":[{"text":%s}]}`, text))
 		return
 	}
+	if strings.HasPrefix(p.URI, "ask://") {
+		s.result(m.ID, askInput)
+		return
+	}
 	s.result(m.ID, fmt.Sprintf(`{"contents":[{"uri":%s,"mimeType":"text/plain","text":%s}]}`, uri, text))
 }
 
@@ -467,6 +473,11 @@ func (s *server) readPrompts() ([]json.RawMessage, error) {
 	var raw []json.RawMessage
 	return raw, json.Unmarshal(b, &raw)
 }
+
+// askInput is a 2026-07-28 input_required result: the answer to a
+// prompts/get of a prompt named ask, and to a resources/read of an
+// ask:// URI.
+const askInput = `{"resultType":"input_required","inputRequests":{"confirm":{"method":"elicitation/create","params":{"message":"fixture asks","requestedSchema":{"type":"object","properties":{}}}}},"requestState":"ask-state-1"}`
 
 // getPrompt answers a prompts/get of a listed prompt with one message
 // that names it and its arguments, so that a test reads what arrived.
@@ -495,6 +506,10 @@ func (s *server) getPrompt(m msg) {
 	}
 	if !found {
 		s.fail(m.ID, -32602, "Unknown prompt")
+		return
+	}
+	if p.Name == "ask" {
+		s.result(m.ID, askInput)
 		return
 	}
 	role := "user"
