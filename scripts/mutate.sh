@@ -1513,6 +1513,45 @@ mutate gw-scan-wrapped-blob "a blob wrapped across lines is not joined" \
 	'case false && from >= 0 && wrapped && ' \
 	-- "$admitpkg" 'TestScan'
 
+mutate gw-scan-hidden-markup "HTML comments, markdown comments and hiding styles are not evidence" \
+	internal/gateway/admit/scan.go \
+	'newRule\(ScanConcealment,\n\t\t`\(\?i\)<!' \
+	'newRule("hidden_markup",\n\t\t`(?i)<!' \
+	-- "$admitpkg" 'TestScan'
+
+mutate gw-scan-mixed-script "a word mixing Latin and Cyrillic or Greek letters is not evidence" \
+	internal/gateway/admit/scan.go \
+	'if at, end, ok := mixedWord\(s\); ok \{' \
+	'if at, end, ok := mixedWord(s); false && ok {' \
+	internal/gateway/admit/scan.go \
+	'\} else if at, end, ok := mixedWord\(read\); ok \{' \
+	'} else if at, end, ok := mixedWord(read); false && ok {' \
+	-- "$admitpkg" 'TestScan'
+
+mutate gw-scan-mixed-digits "a digit ends a word, so a look-alike half after it is a word of one script" \
+	internal/gateway/admit/scan.go \
+	' && !unicode\.IsDigit\(r\) \{' \
+	' {' \
+	-- "$admitpkg" 'TestScan'
+
+mutate gw-scan-confusables-fold "the rules read look-alike letters as written" \
+	internal/gateway/admit/scan.go \
+	'n := foldMixed\(read\) // normalizeText\(s\)' \
+	'n := read' \
+	-- "$admitpkg" 'TestScan'
+
+mutate gw-scan-misleading-link "a link whose text names another host is not evidence" \
+	internal/gateway/admit/scan.go \
+	'if at, end, ok := misleadingLink\(n, lower\); ok \{' \
+	'if at, end, ok := misleadingLink(n, lower); false && ok {' \
+	-- "$admitpkg" 'TestScan'
+
+mutate gw-scan-link-subdomain "a link's text is compared with its target by suffix alone" \
+	internal/gateway/admit/scan.go \
+	'strings\.HasSuffix\(a, "\."\+b\)' \
+	'strings.HasSuffix(a, b)' \
+	-- "$admitpkg" 'TestScan'
+
 # sql_schema: only what the role may SELECT is listed, from the catalog
 # query's privilege and system-schema filters; the keyset walks every
 # table once; a cursor is read in its one spelling, for its listing.

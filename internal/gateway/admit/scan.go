@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"html"
+	"iter"
 	"regexp"
 	"regexp/syntax"
 	"slices"
@@ -41,6 +42,7 @@ const (
 	ScanObscuredDestination = "obscured_destination"
 	ScanInvisibleUnicode    = "invisible_unicode"
 	ScanToolReference       = "tool_reference"
+	ScanMixedScript         = "mixed_script"
 )
 
 // rule is one scanner pattern. quick holds lower-case strings of which
@@ -80,6 +82,19 @@ var rules = []rule{
 		`(?i)\b(do not|don't|never|must not|should not)\s+(tell|mention|inform|reveal|show|disclose|notify|alert)\b[^.]{0,40}\b(user|human|anyone|them|operator)\b`+
 			`|\bwithout (telling|informing|notifying|alerting) (the )?(user|human|anyone)\b`+
 			`|\b(secret|hidden) from (the )?(user|human)\b|\b(user|human) (should|must) not (know|see|notice)\b`),
+	// Hidden markup: text a rendered view hides from the reviewer while
+	// the model reads it. HTML comments and the other markup a browser
+	// drops (declarations, CDATA); markdown comment idioms and titles of
+	// link reference definitions, which render as nothing; the hidden
+	// attribute; inline styles that hide. The styles are only those that
+	// hide outright, in a style attribute: a text about CSS is not hidden.
+	newRule(ScanConcealment,
+		`(?i)<!(--|\[cdata\[|[a-z])`+
+			`|(?m:^[ >]*\[[^\]\n]{1,100}\]: ?(<>|<#>|#|//)( |$))`+
+			`|(?m:^[ >]*\[[^\]\n]{1,100}\]: ?<?[^ \n>]+>? ("[^"\n]*"|'[^'\n]*'|\([^)\n]*\)))`+
+			`|<[a-z][a-z0-9-]*( [^>]{0,200})? hidden( ?[=/>]| |$)`+
+			`|\bstyle ?= ?["']?[^"'>]{0,200}?\b(display ?: ?none|visibility ?: ?(hidden|collapse)|color ?: ?transparent`+
+			`|(font-size|opacity) ?: ?[0.]+(px|em|rem|pt|%)? ?([;"'!>}]|$))`),
 	newRule(ScanSecretAccess,
 		`(?i)~?/?\.ssh\b|\bid[_ ](rsa|ed25519|ecdsa)\b|\.aws/credentials|(^|[\s/"'\x60(\[])\.env\b|/etc/(passwd|shadow)|\.netrc\b|\.npmrc\b|\.pgpass\b|\bmcp\.json\b|claude[_ ]desktop[_ ]config`+
 			`|\b(read|send|include|pass|exfiltrate|upload|leak|copy|forward|attach|append|post|collect|extract)\b[^.]{0,40}\b(private keys?|api[ _-]?keys?|credentials|passwords?|secrets?|access tokens?|tokens|ssh keys?|environment variables)\b`),
@@ -247,9 +262,18 @@ func scanString(s, pointer string, key bool, refs *regexp.Regexp, out *[]Finding
 	// fullwidth ＜ is <), typographic quotes straight, every run of
 	// spaces one space, every line break a newline, and _ a space (member
 	// names are snake_case). Excerpts show that normalized text.
-	n := normalizeText(s)
+	read := readable(s)
+	n := foldMixed(read) // normalizeText(s)
 	add := func(category string, at, end int) {
 		*out = append(*out, Finding{Category: category, Pointer: pointer, Key: key, Excerpt: excerpt(n, at, end)})
+	}
+	// A word that mixes scripts is shown as written when it is there
+	// (an entity or an invisible character can make it only in the
+	// normalized text): the folded text would hide the look-alikes.
+	if at, end, ok := mixedWord(s); ok {
+		*out = append(*out, Finding{Category: ScanMixedScript, Pointer: pointer, Key: key, Excerpt: excerpt(s, at, end)})
+	} else if at, end, ok := mixedWord(read); ok {
+		*out = append(*out, Finding{Category: ScanMixedScript, Pointer: pointer, Key: key, Excerpt: excerpt(read, at, end)})
 	}
 	lower := strings.ToLower(n)
 	for _, r := range rules {
@@ -259,6 +283,9 @@ func scanString(s, pointer string, key bool, refs *regexp.Regexp, out *[]Finding
 		if loc := r.re.FindStringIndex(n); loc != nil {
 			add(r.category, loc[0], loc[1])
 		}
+	}
+	if at, end, ok := misleadingLink(n, lower); ok {
+		add(ScanObscuredDestination, at, end)
 	}
 	// The blob and reference checks read the text as written and as
 	// normalized: a fullwidth "ｂａｎｋ．transfer" is bank.transfer to a
@@ -358,6 +385,12 @@ func base64Byte(c byte) bool {
 
 // normalizeText is the text the rules read (see scanString).
 func normalizeText(s string) string {
+	return foldMixed(readable(s))
+}
+
+// readable is normalizeText before the look-alikes of mixed words are
+// folded.
+func readable(s string) string {
 	plain := true
 	for i := 0; i < len(s) && plain; i++ {
 		c := s[i]
@@ -538,4 +571,293 @@ func EscapeInvisible(b []byte) []byte {
 		return b
 	}
 	return out
+}
+
+// lookalikeScripts are the scripts with letters that pass for Latin
+// ones (Unicode's confusables.txt maps many of their letters to Latin):
+// a word mixing one of them with Latin letters is the homoglyph trick
+// of UTS #39, not writing. Scripts written without spaces beside Latin
+// (Han, Kana, Thai) are not here: "Google検索" is ordinary Japanese.
+var lookalikeScripts = []*unicode.RangeTable{
+	unicode.Cyrillic, unicode.Greek, unicode.Coptic, unicode.Armenian, unicode.Cherokee,
+	unicode.Lisu, unicode.Canadian_Aboriginal, unicode.Tifinagh,
+}
+
+// scientificGreek are Greek letters written beside Latin ones as symbols
+// and units (µs, kΩ, ΔT; NFKC makes the micro and ohm signs Greek) that
+// look like no Latin letter: a word they mix into is not a finding. The
+// micro and ohm signs themselves are here too: the text as written is
+// read as well.
+const scientificGreek = "μΩΔλπσθφ\u00b5\u2126"
+
+// confusables are the usual Cyrillic, Greek and Armenian look-alikes of
+// Latin letters. golang.org/x/text has no confusables table and NFKC
+// folds none of them; this small one lets the rules read
+// "ignоre" (Cyrillic о) as "ignore". Only mixed words are folded: a word
+// wholly in Cyrillic or Greek is text in that language.
+var confusables = map[rune]rune{
+	// Cyrillic
+	'а': 'a', 'е': 'e', 'о': 'o', 'р': 'p', 'с': 'c', 'у': 'y', 'х': 'x', 'і': 'i', 'ј': 'j', 'ѕ': 's',
+	'ԁ': 'd', 'ӏ': 'l', 'һ': 'h', 'ԛ': 'q', 'ԝ': 'w', 'ү': 'y',
+	'А': 'A', 'В': 'B', 'Е': 'E', 'К': 'K', 'М': 'M', 'Н': 'H', 'О': 'O', 'Р': 'P', 'С': 'C', 'Т': 'T',
+	'Х': 'X', 'Ѕ': 'S', 'І': 'I', 'Ј': 'J', 'У': 'Y', 'Ү': 'Y',
+	// Greek
+	'ο': 'o', 'α': 'a', 'ν': 'v', 'ι': 'i', 'κ': 'k', 'ρ': 'p', 'τ': 't', 'υ': 'u', 'χ': 'x',
+	'Α': 'A', 'Β': 'B', 'Ε': 'E', 'Ζ': 'Z', 'Η': 'H', 'Ι': 'I', 'Κ': 'K', 'Μ': 'M', 'Ν': 'N', 'Ο': 'O',
+	'Ρ': 'P', 'Τ': 'T', 'Υ': 'Y', 'Χ': 'X',
+	// Armenian
+	'օ': 'o', 'ս': 'u', 'ո': 'n', 'հ': 'h', 'ց': 'g',
+}
+
+// mixedWords yields the bounds of every word of s that mixes Latin
+// letters with letters of a look-alike script. A word is a maximal run
+// of letters, marks and digits: digits join it, since "pаypal2" is one
+// identifier, while "_" (a space once normalized), "-" and "." end it, so
+// that Russian text naming an English product mixes scripts only across
+// words.
+func mixedWords(s string) iter.Seq2[int, int] {
+	return func(yield func(int, int) bool) {
+		if ascii(s) {
+			return // the common case: one script
+		}
+		at, latin, other := -1, false, false
+		for i, r := range s {
+			if !unicode.IsLetter(r) && !unicode.IsMark(r) && !unicode.IsDigit(r) {
+				if at >= 0 && latin && other && !yield(at, i) {
+					return
+				}
+				at, latin, other = -1, false, false
+				continue
+			}
+			if at < 0 {
+				at = i
+			}
+			switch {
+			case r < 0x80:
+				latin = latin || unicode.IsLetter(r)
+			case unicode.Is(unicode.Latin, r):
+				latin = true
+			case !other && !strings.ContainsRune(scientificGreek, r) && slices.ContainsFunc(lookalikeScripts, func(t *unicode.RangeTable) bool { return unicode.Is(t, r) }):
+				other = true
+			}
+		}
+		if at >= 0 && latin && other {
+			yield(at, len(s))
+		}
+	}
+}
+
+// mixedWord finds the first word of s that mixes scripts (see
+// mixedWords).
+func mixedWord(s string) (int, int, bool) {
+	for at, end := range mixedWords(s) {
+		return at, end, true
+	}
+	return 0, 0, false
+}
+
+// foldMixed writes the look-alikes of every mixed word of s as the Latin
+// letters they pass for, except in a URL: a host is not a word, and its
+// look-alikes are what the obscured_destination rule reads.
+func foldMixed(s string) string {
+	var b []byte
+	last := 0
+	for at, end := range mixedWords(s) {
+		from := strings.LastIndexAny(s[:at], " \n") + 1
+		to := strings.IndexAny(s[end:], " \n")
+		if to < 0 {
+			to = len(s)
+		} else {
+			to += end
+		}
+		if strings.Contains(s[from:to], "://") {
+			continue
+		}
+		b = append(b, s[last:at]...)
+		for _, r := range s[at:end] {
+			if l, ok := confusables[r]; ok {
+				r = l
+			}
+			b = utf8.AppendRune(b, r)
+		}
+		last = end
+	}
+	if b == nil {
+		return s
+	}
+	return string(append(b, s[last:]...))
+}
+
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// anchorRE is an HTML link: its target and its text.
+var anchorRE = regexp.MustCompile(`(?is)<a\s[^>]*?\bhref\s*=\s*["']?([^"'\s>]+)[^>]*>(.{0,300}?)</a\s*>`)
+
+// misleadingLink finds a link whose text names a host other than the
+// one it leads to: "[docs.example.com](https://evil.example/)", or the
+// same as an HTML anchor. lower is s in lower case.
+func misleadingLink(s, lower string) (int, int, bool) {
+	for i := 0; ; {
+		j := strings.Index(s[i:], "](")
+		if j < 0 {
+			break
+		}
+		mid := i + j
+		i = mid + 2
+		open := strings.LastIndexByte(s[:mid], '[')
+		if open < 0 || strings.IndexByte(s[open+1:mid], ']') >= 0 || open > 0 && s[open-1] == '!' {
+			continue // no text, or an image, whose text is no link's
+		}
+		dest := strings.TrimLeft(s[i:], " \n")
+		end := len(s) - len(dest)
+		if strings.HasPrefix(dest, "<") {
+			dest = dest[1:]
+			end++
+		}
+		if k := strings.IndexAny(dest, " \n)>\"'"); k >= 0 {
+			dest = dest[:k]
+		}
+		end += len(dest)
+		if misleading(s[open+1:mid], dest) {
+			return open, end, true
+		}
+	}
+	if strings.Contains(lower, "href") {
+		for _, m := range anchorRE.FindAllStringSubmatchIndex(s, -1) {
+			if misleading(s[m[4]:m[5]], s[m[2]:m[3]]) {
+				return m[0], m[1], true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
+// misleading tells whether a link's text names a host and its target
+// leads elsewhere. A relative target (no host) is not compared.
+func misleading(text, dest string) bool {
+	named := namedHost(text)
+	if named == "" {
+		return false
+	}
+	to := urlHost(dest)
+	return to != "" && !sameSite(named, to)
+}
+
+// namedHost is the host a link's text names: that of any URL in it, or
+// the whole text when it is a bare host name ("docs.example.com/x").
+// A bare word with a dot is a host only when its last label is a top
+// level domain and not a file extension: "[config.json](…)" names a
+// file. Other words with dots ("os.path") are not read as hosts.
+func namedHost(text string) string {
+	text = stripTags(text)
+	for f := range strings.FieldsSeq(text) {
+		if h := urlHost(f); h != "" && strings.Contains(f, "://") {
+			return h
+		}
+	}
+	text = strings.Trim(text, " \n*`\"'<>")
+	if strings.ContainsAny(text, " \n") {
+		return ""
+	}
+	h := hostPart(text)
+	dot := strings.LastIndexByte(h, '.')
+	if dot <= 0 {
+		return ""
+	}
+	tld := h[dot+1:]
+	if len(tld) < 2 || fileExtensions[tld] || strings.IndexFunc(tld, func(r rune) bool { return !unicode.IsLetter(r) }) >= 0 {
+		return ""
+	}
+	return h
+}
+
+// fileExtensions are extensions of files a link's text often names; some
+// are also country domains (.md, .py, .sh, .rs), read as files here.
+var fileExtensions = map[string]bool{
+	"json": true, "md": true, "txt": true, "js": true, "mjs": true, "ts": true, "py": true, "go": true, "rs": true,
+	"sh": true, "yaml": true, "yml": true, "toml": true, "html": true, "htm": true, "css": true, "csv": true,
+	"xml": true, "pdf": true, "png": true, "jpg": true, "jpeg": true, "gif": true, "svg": true, "zip": true,
+	"gz": true, "tgz": true, "tar": true, "exe": true, "log": true, "conf": true, "cfg": true, "ini": true,
+	"sql": true, "java": true, "rb": true, "php": true, "lock": true, "mod": true, "sum": true, "ipynb": true,
+	"wasm": true, "jar": true, "dll": true, "so": true, "proto": true, "rst": true, "tsx": true, "jsx": true,
+}
+
+// urlHost is the host of an absolute or scheme-relative URL, or "".
+func urlHost(u string) string {
+	u = strings.Trim(u, " \n<>\"'`*")
+	if k := strings.Index(u, "://"); k > 0 && validScheme(u[:k]) {
+		u = u[k+3:]
+	} else if strings.HasPrefix(u, "//") {
+		u = u[2:]
+	} else {
+		return ""
+	}
+	return hostPart(u)
+}
+
+func validScheme(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i] | 0x20
+		if !(c >= 'a' && c <= 'z' || i > 0 && (s[i] >= '0' && s[i] <= '9' || s[i] == '+' || s[i] == '.' || s[i] == '-')) {
+			return false
+		}
+	}
+	return true
+}
+
+// hostPart is the host of an authority followed by anything: the
+// user-info and the port cut off, in lower case, without a final dot.
+func hostPart(s string) string {
+	if k := strings.IndexAny(s, "/?#\\ \n"); k >= 0 {
+		s = s[:k]
+	}
+	if k := strings.LastIndexByte(s, '@'); k >= 0 {
+		s = s[k+1:]
+	}
+	if k := strings.LastIndexByte(s, ':'); k >= 0 && !strings.HasSuffix(s, "]") {
+		s = s[:k]
+	}
+	return strings.TrimSuffix(strings.ToLower(s), ".")
+}
+
+// sameSite tells whether two hosts are one site: equal once a leading
+// "www." is dropped, or one a subdomain of the other — "[example.com]"
+// leading to docs.example.com is not misleading. Registrable domains are
+// not computed (that needs the public suffix list): two subdomains of
+// one domain ("docs.example.com" shown, "cdn.example.com" the target)
+// count as different, and a host is a subdomain only of a name with a
+// dot, never of a bare top level domain.
+func sameSite(a, b string) bool {
+	a, b = strings.TrimPrefix(a, "www."), strings.TrimPrefix(b, "www.")
+	if len(a) < len(b) {
+		a, b = b, a
+	}
+	return a == b || strings.Contains(b, ".") && strings.HasSuffix(a, "."+b)
+}
+
+// stripTags drops HTML tags from a link's text ("<b>docs.example.com</b>").
+func stripTags(s string) string {
+	if !strings.Contains(s, "<") {
+		return s
+	}
+	var b strings.Builder
+	in := false
+	for _, r := range s {
+		switch {
+		case r == '<':
+			in = true
+		case r == '>' && in:
+			in = false
+		case !in:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
