@@ -1513,6 +1513,24 @@ mutate gw-scan-wrapped-blob "a blob wrapped across lines is not joined" \
 	'case false && from >= 0 && wrapped && ' \
 	-- "$admitpkg" 'TestScan'
 
+mutate gw-scan-fold-rescan "each mixed word re-reads its whole token for a URL" \
+	internal/gateway/admit/scan.go \
+	'\t\tif to < end \{\n\t\t\tto = len\(s\)' \
+	'\t\tif true {\n\t\t\tto = len(s)' \
+	-- ./internal/gateway/admit 'TestScanLinear'
+
+mutate gw-scan-link-text-unbounded "each \"](\" looks back over the whole string for its \"[\"" \
+	internal/gateway/admit/scan.go \
+	'lo := max\(mid-maxLinkText, 0\)' \
+	'lo := 0' \
+	-- ./internal/gateway/admit 'TestScanLinear'
+
+mutate gw-scan-link-target-unbounded "each link's target is read to the end of the string" \
+	internal/gateway/admit/scan.go \
+	'\t\tdest = dest\[:min\(len\(dest\), maxLinkTarget\)\]\n' \
+	'' \
+	-- ./internal/gateway/admit 'TestScanLinear'
+
 mutate gw-scan-hidden-markup "HTML comments, markdown comments and hiding styles are not evidence" \
 	internal/gateway/admit/scan.go \
 	'newRule\(ScanConcealment,\n\t\t`\(\?i\)<!' \

@@ -263,7 +263,7 @@ func scanString(s, pointer string, key bool, refs *regexp.Regexp, out *[]Finding
 	// spaces one space, every line break a newline, and _ a space (member
 	// names are snake_case). Excerpts show that normalized text.
 	read := readable(s)
-	n := foldMixed(read) // normalizeText(s)
+	n := foldMixed(read) // normalizeText(s), keeping read for mixedWord
 	add := func(category string, at, end int) {
 		*out = append(*out, Finding{Category: category, Pointer: pointer, Key: key, Excerpt: excerpt(n, at, end)})
 	}
@@ -661,16 +661,25 @@ func mixedWord(s string) (int, int, bool) {
 // look-alikes are what the obscured_destination rule reads.
 func foldMixed(s string) string {
 	var b []byte
-	last := 0
+	// The token around each word (between spaces or line breaks) is
+	// found by scans that only move forward: a string of many mixed
+	// words and no space must not cost a scan of the whole string per
+	// word.
+	last, from, to, seen := 0, 0, -1, 0
+	url := false // whether s[from:to] holds a URL
 	for at, end := range mixedWords(s) {
-		from := strings.LastIndexAny(s[:at], " \n") + 1
-		to := strings.IndexAny(s[end:], " \n")
-		if to < 0 {
-			to = len(s)
-		} else {
-			to += end
+		if k := strings.LastIndexAny(s[seen:at], " \n"); k >= 0 {
+			from, to = seen+k+1, -1
 		}
-		if strings.Contains(s[from:to], "://") {
+		seen = at
+		if to < end {
+			to = len(s)
+			if k := strings.IndexAny(s[end:], " \n"); k >= 0 {
+				to = end + k
+			}
+			url = strings.Contains(s[from:to], "://")
+		}
+		if url {
 			continue
 		}
 		b = append(b, s[last:at]...)
@@ -697,6 +706,13 @@ func ascii(s string) bool {
 	return true
 }
 
+// Bounds of what misleadingLink reads of a markdown link: its text (as
+// anchorRE's) and its target (a host is at its start).
+const (
+	maxLinkText   = 300
+	maxLinkTarget = 2048
+)
+
 // anchorRE is an HTML link: its target and its text.
 var anchorRE = regexp.MustCompile(`(?is)<a\s[^>]*?\bhref\s*=\s*["']?([^"'\s>]+)[^>]*>(.{0,300}?)</a\s*>`)
 
@@ -711,7 +727,13 @@ func misleadingLink(s, lower string) (int, int, bool) {
 		}
 		mid := i + j
 		i = mid + 2
-		open := strings.LastIndexByte(s[:mid], '[')
+		// The text and the target are read only so far (as anchorRE's
+		// text): every "](" of a long string must not cost a scan of it.
+		lo := max(mid-maxLinkText, 0)
+		open := strings.LastIndexByte(s[lo:mid], '[')
+		if open >= 0 {
+			open += lo
+		}
 		if open < 0 || strings.IndexByte(s[open+1:mid], ']') >= 0 || open > 0 && s[open-1] == '!' {
 			continue // no text, or an image, whose text is no link's
 		}
@@ -721,6 +743,7 @@ func misleadingLink(s, lower string) (int, int, bool) {
 			dest = dest[1:]
 			end++
 		}
+		dest = dest[:min(len(dest), maxLinkTarget)]
 		if k := strings.IndexAny(dest, " \n)>\"'"); k >= 0 {
 			dest = dest[:k]
 		}

@@ -1,11 +1,14 @@
 package admit
 
 import (
+	"math"
 	"regexp/syntax"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -274,4 +277,44 @@ func sampleTexts(re *syntax.Regexp) []string {
 		return out
 	}
 	return []string{""} // anchors, word boundaries, the empty match
+}
+
+// TestScanLinear: the scanner's cost grows with the length of a string,
+// not with its square, on the strings that make a careless scan re-read
+// the whole string at each hit: many mixed-script words and no space,
+// many "](" and no "[", many link targets and no end to them. A
+// downstream's descriptor may be megabytes long. No bound on time is
+// asserted: the cost of 16 times the text must stay well under 16² times
+// the cost of the text (the best of a few runs each, so that the noise
+// of a shared machine does not decide).
+func TestScanLinear(t *testing.T) {
+	for _, tc := range []struct{ name, unit string }{
+		{"mixed words", "a\u0430."},
+		{"link middles", "]("},
+		{"link targets", "[a](http://x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cost := func(n int) time.Duration {
+				raw, err := json.Marshal(map[string]string{"description": strings.Repeat(tc.unit, n)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				best := time.Duration(math.MaxInt64)
+				for range 3 {
+					start := time.Now()
+					Scan(jsontext.Value(raw), nil)
+					best = min(best, time.Since(start))
+				}
+				return best
+			}
+			const n = 2000
+			small, large := cost(n), cost(16*n)
+			if small <= 0 {
+				small = time.Nanosecond
+			}
+			if ratio := float64(large) / float64(small); ratio > 64 {
+				t.Fatalf("16 times the text cost %.0f times as much (%v against %v): a scan that re-reads the string", ratio, large, small)
+			}
+		})
+	}
 }
