@@ -1531,6 +1531,60 @@ mutate gw-scan-link-target-unbounded "each link's target is read to the end of t
 	'' \
 	-- ./internal/gateway/admit 'TestScanLinear'
 
+mutate gw-scan-lookalike-words "a word wholly of look-alike letters is read as written" \
+	internal/gateway/admit/scan.go \
+	'return other && \(latin \|\| lookalike\)' \
+	'return other && latin' \
+	-- ./internal/gateway/admit 'TestScan$'
+
+mutate gw-scan-marks-kept "combining marks stay on the letters the rules read" \
+	internal/gateway/admit/scan.go \
+	'\t\tcase unicode\.Is\(unicode\.Mn, r\):\n\t\t\tcontinue\n' \
+	'' \
+	-- ./internal/gateway/admit 'TestScan$'
+
+mutate gw-scan-latin-lookalikes "Latin look-alikes (small capitals, dotless i) are read as written" \
+	internal/gateway/admit/scan.go \
+	'\t\tif l, ok := latinLookalikes\[r\]; ok \{\n\t\t\tr = l\n\t\t\}\n' \
+	'' \
+	-- ./internal/gateway/admit 'TestScan$'
+
+mutate gw-scan-refdef-words "a link definition whose target is words is not evidence" \
+	internal/gateway/admit/scan.go \
+	'\t\t\t`\|\(\?m:\^\[ >\]\*\\\[\[\^\\\]\\n\]\{1,100\}\\\]: \?<\[\^>\\n\]\* \[\^>\\n\]\*>\)`\+ // a definition whose <target> is words\n' \
+	'' \
+	-- ./internal/gateway/admit 'TestScan$'
+
+mutate gw-scan-reference-links "reference links are not compared with their definitions' targets" \
+	internal/gateway/admit/scan.go \
+	'\tif at, end, ok := misleadingReference\(s\); ok \{' \
+	'\tif at, end, ok := misleadingReference(s); ok && false {' \
+	-- ./internal/gateway/admit 'TestScan$'
+
+mutate gw-scan-lenient-schemes "a target with one slash or a backslash after https: is not read" \
+	internal/gateway/admit/scan.go \
+	'k > 0 && specialSchemes\[strings\.ToLower\(u\[:k\]\)\] \{' \
+	'k > 0 && false && specialSchemes[strings.ToLower(u[:k])] {' \
+	-- ./internal/gateway/admit 'TestScan$'
+
+mutate gw-scan-oversized "a string past the bound is read whole and is no finding" \
+	internal/gateway/admit/scan.go \
+	'\tif len\(s\) > maxScanned \{' \
+	'\tif false {' \
+	-- ./internal/gateway/admit 'TestScanOversized|TestScanLinear'
+
+mutate gw-scan-reference-hosts "a server's name in a host name is a tool reference" \
+	internal/gateway/admit/scan.go \
+	'\t\tif at > 0 && strings\.ContainsRune\("/@\.:", rune\(t\[at-1\]\)\) \|\| end < len\(t\) && \(t\[end\] == '"'"'/'"'"' \|\| t\[end\] == '"'"':'"'"'\) \{' \
+	'\t\tif false {' \
+	-- ./internal/gateway/admit 'TestScan$'
+
+mutate gw-scan-reference-dunder "a client's mcp__server__tool name is no tool reference" \
+	internal/gateway/admit/scan.go \
+	'`\)\\\.\[A-Za-z0-9_\]\[A-Za-z0-9_\.-\]\*\|\\bmcp__\(` \+ names \+ `\)__\[A-Za-z0-9_\]\+`' \
+	'`)\\.[A-Za-z0-9_][A-Za-z0-9_.-]*`' \
+	-- ./internal/gateway/admit 'TestScan$'
+
 mutate gw-scan-hidden-markup "HTML comments, markdown comments and hiding styles are not evidence" \
 	internal/gateway/admit/scan.go \
 	'newRule\(ScanConcealment,\n\t\t`\(\?i\)<!' \

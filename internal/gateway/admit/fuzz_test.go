@@ -316,7 +316,7 @@ func excerptOf(src, ex string) bool {
 }
 
 var scanCategories = []string{ScanRoleTag, ScanInstructionOverride, ScanConcealment, ScanSecretAccess,
-	ScanObscuredDestination, ScanInvisibleUnicode, ScanToolReference, ScanMixedScript}
+	ScanObscuredDestination, ScanInvisibleUnicode, ScanToolReference, ScanMixedScript, ScanOversizedText}
 
 // invisibleChars are inserted by FuzzScan: a zero-width space, a
 // right-to-left override and a tag character.

@@ -43,7 +43,12 @@ const (
 	ScanInvisibleUnicode    = "invisible_unicode"
 	ScanToolReference       = "tool_reference"
 	ScanMixedScript         = "mixed_script"
+	ScanOversizedText       = "oversized_text"
 )
+
+// maxScanned is how much of one string the rules read (invisible
+// characters are looked for in all of it).
+const maxScanned = 64 << 10
 
 // rule is one scanner pattern. quick holds lower-case strings of which
 // one must occur before the expression runs: most strings of most
@@ -72,7 +77,7 @@ func newRule(category, expr string) rule {
 var rules = []rule{
 	newRule(ScanRoleTag,
 		`(?i)<\s*/?\s*(system|assistant|user|human|instructions?|important|admin|developer|tool[_ ]call|im[_ ]start|im[_ ]end|context)\b[^>]{0,40}>`+
-			`|<\|[a-z_ ]{2,20}\|>|\[/?inst\]|(?m)^\s*#{0,3}\s*(system|assistant)\s*:`),
+			`|<\|[a-z_ ]{2,20}\|>|\[/?(inst|system)\]|<<\s*/?sys\s*>>|</?(start|end)[_ ]of[_ ]turn>|(?m)^\s*#{0,3}\s*(system|assistant)\s*:`),
 	newRule(ScanInstructionOverride,
 		`(?i)\b(ignore|disregard|forget|override)\b[^.]{0,40}\b(previous|prior|above|earlier|all|any|other|system|user'?s?)\b[^.]{0,20}\b(instructions?|prompts?|rules?|directions?|guidelines?|messages?)\b`+
 			`|\bnew instructions\b|\binstead of (what )?the user\b`+
@@ -92,11 +97,13 @@ var rules = []rule{
 		`(?i)<!(--|\[cdata\[|[a-z])`+
 			`|(?m:^[ >]*\[[^\]\n]{1,100}\]: ?(<>|<#>|#|//)( |$))`+
 			`|(?m:^[ >]*\[[^\]\n]{1,100}\]: ?<?[^ \n>]+>? ("[^"\n]*"|'[^'\n]*'|\([^)\n]*\)))`+
+			`|(?m:^[ >]*\[[^\]\n]{1,100}\]: ?<[^>\n]* [^>\n]*>)`+ // a definition whose <target> is words
 			`|<[a-z][a-z0-9-]*( [^>]{0,200})? hidden( ?[=/>]| |$)`+
 			`|\bstyle ?= ?["']?[^"'>]{0,200}?\b(display ?: ?none|visibility ?: ?(hidden|collapse)|color ?: ?transparent`+
 			`|(font-size|opacity) ?: ?[0.]+(px|em|rem|pt|%)? ?([;"'!>}]|$))`),
 	newRule(ScanSecretAccess,
 		`(?i)~?/?\.ssh\b|\bid[_ ](rsa|ed25519|ecdsa)\b|\.aws/credentials|(^|[\s/"'\x60(\[])\.env\b|/etc/(passwd|shadow)|\.netrc\b|\.npmrc\b|\.pgpass\b|\bmcp\.json\b|claude[_ ]desktop[_ ]config`+
+			`|\.docker/config\.json|\.kube/config\b|\.git-credentials\b|\.gnupg\b|\.(bash|zsh)[_ ]history\b|\.config/gh/hosts`+
 			`|\b(read|send|include|pass|exfiltrate|upload|leak|copy|forward|attach|append|post|collect|extract)\b[^.]{0,40}\b(private keys?|api[ _-]?keys?|credentials|passwords?|secrets?|access tokens?|tokens|ssh keys?|environment variables)\b`),
 	newRule(ScanObscuredDestination,
 		`(?i)\b[a-z][a-z0-9+.-]*://(`+
@@ -213,7 +220,25 @@ func toolReference(others []string) *regexp.Regexp {
 	for i, o := range others {
 		quoted[i] = regexp.QuoteMeta(strings.ToValidUTF8(o, "\uFFFD"))
 	}
-	return regexp.MustCompile(`(?i)\b(` + strings.Join(quoted, "|") + `)\.[A-Za-z0-9_][A-Za-z0-9_.-]*`)
+	names := strings.Join(quoted, "|")
+	// server.tool, and mcp__server__tool as some clients name a server's
+	// tools to the model.
+	return regexp.MustCompile(`(?i)\b(` + names + `)\.[A-Za-z0-9_][A-Za-z0-9_.-]*|\bmcp__(` + names + `)__[A-Za-z0-9_]+`)
+}
+
+// findReference finds the first match of refs in t that is not a host
+// name: one inside a URL or an address ("https://docs.github.com/…",
+// "me@docs.example"), or followed by a path or a port, names a host
+// that shares a server's name, not a tool.
+func findReference(refs *regexp.Regexp, t string) (int, int, bool) {
+	for _, loc := range refs.FindAllStringIndex(t, -1) {
+		at, end := loc[0], loc[1]
+		if at > 0 && strings.ContainsRune("/@.:", rune(t[at-1])) || end < len(t) && (t[end] == '/' || t[end] == ':') {
+			continue
+		}
+		return at, end, true
+	}
+	return 0, 0, false
 }
 
 func scanValue(v any, pointer string, refs *regexp.Regexp, out *[]Finding) {
@@ -256,6 +281,19 @@ func scanString(s, pointer string, key bool, refs *regexp.Regexp, out *[]Finding
 	}
 	if len(s) < 3 {
 		return // too short to hold anything but an invisible character
+	}
+	if len(s) > maxScanned {
+		// Read past this, normalizing (NFKD makes one character of 3
+		// bytes 33), and the cost of one descriptor is the downstream's
+		// to choose. What is not read is not trusted: the finding makes
+		// the descriptor wait for a reviewer.
+		cut := maxScanned
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		// The excerpt is the text around the cut.
+		*out = append(*out, Finding{Category: ScanOversizedText, Pointer: pointer, Key: key, Excerpt: excerpt(s, cut, cut)})
+		s = s[:cut]
 	}
 	// The rules read the text as a model would: invisible characters
 	// gone, HTML entities decoded, compatibility forms folded (a
@@ -302,11 +340,11 @@ func scanString(s, pointer string, key bool, refs *regexp.Regexp, out *[]Finding
 	}
 	if refs != nil {
 		for _, t := range texts {
-			if !strings.Contains(t, ".") {
+			if !strings.Contains(t, ".") && !strings.Contains(t, "__") {
 				continue
 			}
-			if loc := refs.FindStringIndex(t); loc != nil {
-				*out = append(*out, Finding{Category: ScanToolReference, Pointer: pointer, Key: key, Excerpt: excerpt(t, loc[0], loc[1])})
+			if at, end, ok := findReference(refs, t); ok {
+				*out = append(*out, Finding{Category: ScanToolReference, Pointer: pointer, Key: key, Excerpt: excerpt(t, at, end)})
 				break
 			}
 		}
@@ -402,12 +440,20 @@ func readable(s string) string {
 	if strings.IndexByte(s, '&') >= 0 {
 		s = html.UnescapeString(s)
 	}
-	s = norm.NFKC.String(s)
+	// NFKD rather than NFKC: the combining marks it takes apart are
+	// dropped below, so "IMPOR\u0301TANT" (an acute on the R, which NFKC
+	// would compose into Ŕ) is IMPORTANT, as a model reads it.
+	s = norm.NFKD.String(s)
 	var b strings.Builder
 	b.Grow(len(s))
 	space := false
 	for _, r := range s {
+		if l, ok := latinLookalikes[r]; ok {
+			r = l
+		}
 		switch {
+		case unicode.Is(unicode.Mn, r):
+			continue
 		case r == '\n' || r == '\r' || r == '\v' || r == '\f' || r == 0x1C || r == 0x1D || r == 0x1E ||
 			r == 0x2028 || r == 0x2029 || r == 0x85:
 			// Every character that some reader takes for a line break
@@ -590,6 +636,17 @@ var lookalikeScripts = []*unicode.RangeTable{
 // read as well.
 const scientificGreek = "μΩΔλπσθφ\u00b5\u2126"
 
+// latinLookalikes are Latin letters that pass for others (dotless i,
+// script g, alpha, small capitals) and that NFKD leaves as they are:
+// they are written as the letters they pass for wherever they are, since
+// they are Latin and make no word mixed.
+var latinLookalikes = map[rune]rune{
+	'ı': 'i', 'ȷ': 'j', 'ɡ': 'g', 'ɑ': 'a', 'ɩ': 'i', 'ʋ': 'v',
+	'ᴀ': 'a', 'ʙ': 'b', 'ᴄ': 'c', 'ᴅ': 'd', 'ᴇ': 'e', 'ꜰ': 'f', 'ɢ': 'g', 'ʜ': 'h', 'ɪ': 'i', 'ᴊ': 'j',
+	'ᴋ': 'k', 'ʟ': 'l', 'ᴍ': 'm', 'ɴ': 'n', 'ᴏ': 'o', 'ᴘ': 'p', 'ʀ': 'r', 'ꜱ': 's', 'ᴛ': 't', 'ᴜ': 'u',
+	'ᴠ': 'v', 'ᴡ': 'w', 'ʏ': 'y', 'ᴢ': 'z',
+}
+
 // confusables are the usual Cyrillic, Greek and Armenian look-alikes of
 // Latin letters. golang.org/x/text has no confusables table and NFKC
 // folds none of them; this small one lets the rules read
@@ -616,21 +673,42 @@ var confusables = map[rune]rune{
 // that Russian text naming an English product mixes scripts only across
 // words.
 func mixedWords(s string) iter.Seq2[int, int] {
+	return words(s, func(latin, other, _ bool) bool { return latin && other })
+}
+
+// foldableWords yields the words whose look-alikes foldMixed writes as
+// Latin: the mixed words, and the words written wholly in look-alike
+// letters ("ЅУЅТЕМ", "ѕѕһ" in Cyrillic), which read as Latin words to a
+// model and are no finding on their own: short Russian words ("сор",
+// "ох") are such words too, and folding them only changes what the
+// rules read, never what they report by itself.
+func foldableWords(s string) iter.Seq2[int, int] {
+	return words(s, func(latin, other, lookalike bool) bool { return other && (latin || lookalike) })
+}
+
+// words yields the bounds of the words of s (see mixedWords) that keep
+// says to: whether the word holds a Latin letter, a letter of a
+// look-alike script, and whether every letter it holds is a look-alike
+// of a Latin one.
+func words(s string, keep func(latin, other, lookalike bool) bool) iter.Seq2[int, int] {
 	return func(yield func(int, int) bool) {
 		if ascii(s) {
 			return // the common case: one script
 		}
-		at, latin, other := -1, false, false
+		at, latin, other, lookalike := -1, false, false, true
 		for i, r := range s {
 			if !unicode.IsLetter(r) && !unicode.IsMark(r) && !unicode.IsDigit(r) {
-				if at >= 0 && latin && other && !yield(at, i) {
+				if at >= 0 && keep(latin, other, lookalike) && !yield(at, i) {
 					return
 				}
-				at, latin, other = -1, false, false
+				at, latin, other, lookalike = -1, false, false, true
 				continue
 			}
 			if at < 0 {
 				at = i
+			}
+			if _, ok := confusables[r]; !ok && unicode.IsLetter(r) && r >= 0x80 {
+				lookalike = false
 			}
 			switch {
 			case r < 0x80:
@@ -641,7 +719,7 @@ func mixedWords(s string) iter.Seq2[int, int] {
 				other = true
 			}
 		}
-		if at >= 0 && latin && other {
+		if at >= 0 && keep(latin, other, lookalike) {
 			yield(at, len(s))
 		}
 	}
@@ -656,8 +734,9 @@ func mixedWord(s string) (int, int, bool) {
 	return 0, 0, false
 }
 
-// foldMixed writes the look-alikes of every mixed word of s as the Latin
-// letters they pass for, except in a URL: a host is not a word, and its
+// foldMixed writes the look-alikes of every mixed word of s, and of every
+// word wholly of look-alikes (see foldableWords), as the Latin letters
+// they pass for, except in a URL: a host is not a word, and its
 // look-alikes are what the obscured_destination rule reads.
 func foldMixed(s string) string {
 	var b []byte
@@ -667,7 +746,7 @@ func foldMixed(s string) string {
 	// word.
 	last, from, to, seen := 0, 0, -1, 0
 	url := false // whether s[from:to] holds a URL
-	for at, end := range mixedWords(s) {
+	for at, end := range foldableWords(s) {
 		if k := strings.LastIndexAny(s[seen:at], " \n"); k >= 0 {
 			from, to = seen+k+1, -1
 		}
@@ -713,6 +792,44 @@ const (
 	maxLinkTarget = 2048
 )
 
+// refDefRE is a markdown link reference definition: its label and its
+// target.
+var refDefRE = regexp.MustCompile(`(?m)^[ >]{0,8}\[([^\]\n]{1,100})\]: ?<?([^ \n>]+)`)
+
+// refUseRE is a use of a reference: "[text][label]", "[text][]" or
+// "[text]" alone (its own label).
+var refUseRE = regexp.MustCompile(`\[([^\]\n]{1,300})\](\[([^\]\n]{0,100})\])?`)
+
+// maxRefDefs bounds the definitions misleadingReference reads.
+const maxRefDefs = 256
+
+// misleadingReference is misleadingLink for reference links:
+// "[github.com/login][1]" with "[1]: https://evil.example/" elsewhere in
+// the text. Labels match without regard to case, as in CommonMark.
+func misleadingReference(s string) (int, int, bool) {
+	if !strings.Contains(s, "]:") {
+		return 0, 0, false
+	}
+	defs := map[string]string{}
+	for _, m := range refDefRE.FindAllStringSubmatch(s, maxRefDefs) {
+		label := strings.ToLower(m[1])
+		if _, seen := defs[label]; !seen { // the first definition wins
+			defs[label] = m[2][:min(len(m[2]), maxLinkTarget)]
+		}
+	}
+	for _, m := range refUseRE.FindAllStringSubmatchIndex(s, -1) {
+		text := s[m[2]:m[3]]
+		label := text
+		if m[6] >= 0 && m[7] > m[6] {
+			label = s[m[6]:m[7]]
+		}
+		if dest, ok := defs[strings.ToLower(label)]; ok && misleading(text, dest) {
+			return m[0], m[1], true
+		}
+	}
+	return 0, 0, false
+}
+
 // anchorRE is an HTML link: its target and its text.
 var anchorRE = regexp.MustCompile(`(?is)<a\s[^>]*?\bhref\s*=\s*["']?([^"'\s>]+)[^>]*>(.{0,300}?)</a\s*>`)
 
@@ -751,6 +868,9 @@ func misleadingLink(s, lower string) (int, int, bool) {
 		if misleading(s[open+1:mid], dest) {
 			return open, end, true
 		}
+	}
+	if at, end, ok := misleadingReference(s); ok {
+		return at, end, true
 	}
 	if strings.Contains(lower, "href") {
 		for _, m := range anchorRE.FindAllStringSubmatchIndex(s, -1) {
@@ -813,9 +933,16 @@ var fileExtensions = map[string]bool{
 }
 
 // urlHost is the host of an absolute or scheme-relative URL, or "".
+//
+// A browser reads the special schemes (http, https, ws, wss, ftp) with
+// any number of slashes or backslashes after the colon, none included:
+// "https:/evil.example" and "https:\\evil.example" lead to
+// evil.example, and so does the link.
 func urlHost(u string) string {
 	u = strings.Trim(u, " \n<>\"'`*")
-	if k := strings.Index(u, "://"); k > 0 && validScheme(u[:k]) {
+	if k := strings.IndexByte(u, ':'); k > 0 && specialSchemes[strings.ToLower(u[:k])] {
+		u = strings.TrimLeft(u[k+1:], `/\`)
+	} else if k := strings.Index(u, "://"); k > 0 && validScheme(u[:k]) {
 		u = u[k+3:]
 	} else if strings.HasPrefix(u, "//") {
 		u = u[2:]
@@ -824,6 +951,10 @@ func urlHost(u string) string {
 	}
 	return hostPart(u)
 }
+
+// specialSchemes are the WHATWG URL standard's special schemes but file:
+// those whose authority a browser finds whatever the slashes.
+var specialSchemes = map[string]bool{"http": true, "https": true, "ws": true, "wss": true, "ftp": true}
 
 func validScheme(s string) bool {
 	for i := 0; i < len(s); i++ {
