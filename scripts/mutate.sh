@@ -1585,6 +1585,27 @@ mutate gw-scan-reference-dunder "a client's mcp__server__tool name is no tool re
 	'`)\\.[A-Za-z0-9_][A-Za-z0-9_.-]*`' \
 	-- ./internal/gateway/admit 'TestScan$'
 
+mutate gw-scan-private-use "private-use characters and the unassigned tags carry hidden bytes unseen" \
+	internal/gateway/admit/scan.go \
+	'\t\tr >= 0xE0000 && r <= 0xE0FFF, // the tag block' \
+	'\t\tr >= 0xE0000 && r <= 0xE007F, // the tag block' \
+	internal/gateway/admit/scan.go \
+	'\t\tunicode\.Is\(unicode\.Co, r\), // private use' \
+	'\t\tfalse, // private use' \
+	-- ./internal/gateway/admit 'TestScan$'
+
+mutate gw-scan-joiner-lookalikes "a joiner between look-alike letters passes as a script's own" \
+	internal/gateway/admit/scan.go \
+	' &&\n\t\t\t!slices\.ContainsFunc\(lookalikeScripts, func\(t \*unicode\.RangeTable\) bool \{ return unicode\.Is\(t, c\) \}\)' \
+	'' \
+	-- ./internal/gateway/admit 'TestScan$'
+
+mutate gw-scan-flag-length "any run of tag characters after a flag passes as a subdivision flag" \
+	internal/gateway/admit/scan.go \
+	'case n < 7 && \(r >= 0xE0061' \
+	'case n < 70 && (r >= 0xE0061' \
+	-- ./internal/gateway/admit 'TestScan$'
+
 mutate gw-scan-hidden-markup "HTML comments, markdown comments and hiding styles are not evidence" \
 	internal/gateway/admit/scan.go \
 	'newRule\(ScanConcealment,\n\t\t`\(\?i\)<!' \

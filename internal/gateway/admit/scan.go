@@ -510,21 +510,69 @@ func looksEncoded(s string) bool {
 // (see invisibleRune).
 func invisible(s string) (int, int, bool) {
 	var prev rune
-	for i, r := range s {
-		if invisibleRune(r) && !emojiJoiner(prev, r) {
-			return i, i + utf8.RuneLen(r), true
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		next, _ := utf8.DecodeRuneInString(s[i+size:])
+		switch {
+		case !invisibleRune(r), emojiJoiner(prev, r), r == 0xFE0F && next == 0x20E3, scriptJoiner(prev, r, next):
+		case prev == 0x1F3F4 && r >= 0xE0061 && r <= 0xE007A:
+			if n := flagTags(s[i:]); n > 0 {
+				i += n
+				prev = 0xE007F
+				continue
+			}
+			return i, i + size, true
+		default:
+			return i, i + size, true
 		}
 		prev = r
+		i += size
 	}
 	return 0, 0, false
+}
+
+// scriptJoiner tells the zero-width non-joiner and joiner between two
+// letters of a script that is written with them (Persian, Arabic, the
+// Indic scripts: "می‌خواهم") from the same characters in a Latin word
+// or between look-alike letters, where they only hide a word from a
+// reader.
+func scriptJoiner(prev, r, next rune) bool {
+	if r != 0x200C && r != 0x200D {
+		return false
+	}
+	joins := func(c rune) bool {
+		return c >= 0x0300 && (unicode.IsLetter(c) || unicode.IsMark(c)) && !unicode.Is(unicode.Latin, c) &&
+			!slices.ContainsFunc(lookalikeScripts, func(t *unicode.RangeTable) bool { return unicode.Is(t, c) })
+	}
+	return joins(prev) && joins(next)
+}
+
+// flagTags is the length of the tag characters of a subdivision flag
+// (🏴 then two to seven tag letters, digits included, then the cancel
+// tag: England, Scotland, Wales) at the start of s, or 0 when s does not
+// start with one: tag characters anywhere else spell hidden text.
+func flagTags(s string) int {
+	n := 0
+	for i, r := range s {
+		switch {
+		case r == 0xE007F && n >= 2:
+			return i + utf8.RuneLen(r)
+		case n < 7 && (r >= 0xE0061 && r <= 0xE007A || r >= 0xE0030 && r <= 0xE0039):
+			n++
+		default:
+			return 0
+		}
+	}
+	return 0
 }
 
 // invisibleRune reports a character that renders as nothing: every
 // format character (Cf: bidirectional controls, zero-width characters,
 // Unicode tag characters, which can spell a whole hidden instruction),
 // variation selectors (the supplementary ones can carry a byte each),
-// line and paragraph separators, and the blank letters (the combining
-// grapheme joiner, Hangul fillers, the Braille blank).
+// line and paragraph separators, the blank letters (the combining
+// grapheme joiner, Hangul fillers, the Braille blank), the rest of the
+// tag block, private-use characters and noncharacters.
 func invisibleRune(r rune) bool {
 	switch {
 	case r < 0x80:
@@ -532,7 +580,10 @@ func invisibleRune(r rune) bool {
 	case unicode.Is(unicode.Cf, r),
 		r >= 0xFE00 && r <= 0xFE0F, r >= 0xE0100 && r <= 0xE01EF, r >= 0x180B && r <= 0x180F,
 		r == 0x034F, r == 0x115F, r == 0x1160, r == 0x3164, r == 0xFFA0, r == 0x17B4, r == 0x17B5,
-		r == 0x2028, r == 0x2029, r == 0x2800:
+		r == 0x2028, r == 0x2029, r == 0x2800,
+		r >= 0xE0000 && r <= 0xE0FFF,                   // the tag block and the ignorable code points after it, assigned or not
+		unicode.Is(unicode.Co, r),                      // private use: no reader knows what it is, and it can carry bytes
+		r >= 0xFDD0 && r <= 0xFDEF, r&0xFFFE == 0xFFFE: // noncharacters
 		return true
 	}
 	return false
