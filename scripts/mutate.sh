@@ -1587,11 +1587,11 @@ mutate gw-scan-reference-dunder "a client's mcp__server__tool name is no tool re
 
 mutate gw-scan-private-use "private-use characters and the unassigned tags carry hidden bytes unseen" \
 	internal/gateway/admit/scan.go \
-	'\t\tr >= 0xE0000 && r <= 0xE0FFF, // the tag block' \
-	'\t\tr >= 0xE0000 && r <= 0xE007F, // the tag block' \
+	'\t\tr >= 0xE0000 && r <= 0xE0FFF,' \
+	'\t\tr >= 0xE0000 && r <= 0xE007F,' \
 	internal/gateway/admit/scan.go \
-	'\t\tunicode\.Is\(unicode\.Co, r\), // private use' \
-	'\t\tfalse, // private use' \
+	'\t\tunicode\.Is\(unicode\.Co, r\),' \
+	'\t\tfalse,' \
 	-- ./internal/gateway/admit 'TestScan$'
 
 mutate gw-scan-joiner-lookalikes "a joiner between look-alike letters passes as a script's own" \
