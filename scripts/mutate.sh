@@ -1884,6 +1884,12 @@ mutate session-listen-at-drain "a subscription read as the session begins to dra
 	'if false {\n\t\t// Read just as' \
 	-- "$sessionpkg" 'TestSubscriptionsListenAtDrain'
 
+mutate session-drain-subscriptions-unbounded "a drain waits for a client that does not read to take the subscriptions' answers" \
+	internal/session/subscribe.go \
+	'ctx, cancel := context\.WithTimeoutCause\(ss\.writeCtx, ss\.srv\.opts\.DrainGrace, errFlushTimeout\)' \
+	'ctx, cancel := context.WithCancel(ss.writeCtx)' \
+	-- "$sessionpkg" 'TestDrainWithOpenSubscriptionsBounded'
+
 mutate session-watch-after-read "a session reads its first message before it watches its catalog" \
 	internal/session/session.go \
 	'\t// Watch before reading: a change' \

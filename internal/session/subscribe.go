@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 
@@ -268,10 +269,14 @@ func (ss *Session) resourceUpdated(uri string) {
 
 // endSubscriptions answers every open subscription: the session ends.
 func (ss *Session) endSubscriptions() {
+	// The drain is bounded here too: a client that no longer reads
+	// leaves these answers one grace to be queued, not until a signal.
+	ctx, cancel := context.WithTimeoutCause(ss.writeCtx, ss.srv.opts.DrainGrace, errFlushTimeout)
+	defer cancel()
 	ss.subMu.Lock()
 	defer ss.subMu.Unlock()
 	for id := range ss.subs {
-		ss.send(mcp.SubscriptionComplete(id))
+		ss.sendQueued(ctx, mcp.SubscriptionComplete(id), nil)
 	}
 	ss.subs = nil
 }

@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,8 +11,10 @@ import (
 	"time"
 
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/mcp"
 	"github.com/mcp-bastion/bastion/internal/session"
 	"github.com/mcp-bastion/bastion/internal/tool"
+	"github.com/mcp-bastion/bastion/internal/wire"
 )
 
 // changingCatalog is a catalog whose changes the test makes.
@@ -200,5 +203,57 @@ func TestCatalogWatchedBeforeReading(t *testing.T) {
 	h.recv()
 	if readFirst.Load() {
 		t.Fatal("the session read a message before it watched its catalog")
+	}
+}
+
+// stuckConn is a Conn whose client reads nothing more once a
+// subscription has been acknowledged: every write after that waits
+// until its ctx ends.
+type stuckConn struct {
+	*wire.Conn
+	stuck atomic.Bool
+	acked chan struct{}
+}
+
+func (c *stuckConn) WriteQueued(ctx context.Context, msg []byte, queued func() bool) error {
+	if c.stuck.Load() {
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}
+	if strings.Contains(string(msg), "notifications/subscriptions/acknowledged") {
+		c.stuck.Store(true)
+		defer close(c.acked)
+	}
+	return c.Conn.WriteQueued(ctx, msg, queued)
+}
+
+// TestDrainWithOpenSubscriptionsBounded: a drain answers the open
+// subscriptions, and a client that no longer reads does not hold it
+// there: the session ends within its bounds, not at the next signal.
+func TestDrainWithOpenSubscriptionsBounded(t *testing.T) {
+	srv, err := session.NewServer(session.Options{Info: mcp.Implementation{Name: "test", Version: "1"},
+		Catalog: &changingCatalog{reg: newTools(t, nil)}, DrainGrace: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	conn := &stuckConn{Conn: wire.NewConn(inR, io.Discard, 1<<20), acked: make(chan struct{})}
+	sess := srv.NewSession(conn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- sess.Run(ctx) }()
+	if _, err := io.WriteString(inW, `{"jsonrpc":"2.0","id":"s","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},`+modernMeta+`}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-conn.acked
+	sess.Drain()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cancel() // the hard stop, as a second signal would
+		<-done
+		t.Fatal("the drain waited for a client that does not read to take the subscription's answer")
 	}
 }
