@@ -233,14 +233,7 @@ func TestHeldToolAudited(t *testing.T) {
 // withheld whole (-32003), as a read's contents are; one labelled with a
 // URI of no one passes.
 func TestEmbeddedResourceOfAnotherServer(t *testing.T) {
-	dir := t.TempDir()
-	resources, prompts := filepath.Join(dir, "resources.json"), filepath.Join(dir, "prompts.json")
-	if err := os.WriteFile(resources, []byte(`{"resources":[{"uri":"file:///etc/app.conf","name":"conf"}],"resourceTemplates":[]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(prompts, []byte(`[{"name":"embed"}]`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	resources, prompts := fixtureLists(t, `{"resources":[{"uri":"file:///etc/app.conf","name":"conf"}],"resourceTemplates":[]}`, `[{"name":"embed"}]`)
 	for _, tc := range []struct {
 		uri  string
 		code int
@@ -575,14 +568,7 @@ func TestSlotsShared(t *testing.T) {
 // only for tools/call, fails -32003 with that reason, not as a malformed
 // result, and nothing of the server's requests reaches the caller.
 func TestInputRequiredOutsideToolsCall(t *testing.T) {
-	dir := t.TempDir()
-	resources, prompts := filepath.Join(dir, "resources.json"), filepath.Join(dir, "prompts.json")
-	if err := os.WriteFile(resources, []byte(`{"resources":[{"uri":"ask://one","name":"one"}],"resourceTemplates":[]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(prompts, []byte(`[{"name":"ask"}]`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	resources, prompts := fixtureLists(t, `{"resources":[{"uri":"ask://one","name":"one"}],"resourceTemplates":[]}`, `[{"name":"ask"}]`)
 	yaml := "auth:\n  mode: none\npolicy:\n  rules:\n    - {id: all, prompts: [\"*\"], resources: [\"*:*\"], roles: [\"*\"]}\nservers:\n" +
 		fmt.Sprintf("  - name: plugin\n    command: [%q]\n    env: {FIXTURE_PROMPTS: %q, FIXTURE_RESOURCES: %q}\n", fixtureBin, prompts, resources) +
 		"admission: {first_use: pin}\n"
@@ -602,4 +588,18 @@ func TestInputRequiredOutsideToolsCall(t *testing.T) {
 	check("a prompts/get", err)
 	_, err = g.ReadResource(t.Context(), ResourceRead{URI: "ask://one"})
 	check("a resources/read", err)
+}
+
+// fixtureLists writes the files of FIXTURE_RESOURCES and FIXTURE_PROMPTS
+// and returns their paths.
+func fixtureLists(t *testing.T, resources, prompts string) (resourcesFile, promptsFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	resourcesFile, promptsFile = filepath.Join(dir, "resources.json"), filepath.Join(dir, "prompts.json")
+	for path, content := range map[string]string{resourcesFile: resources, promptsFile: prompts} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resourcesFile, promptsFile
 }
