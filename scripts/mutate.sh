@@ -1612,6 +1612,12 @@ mutate gw-scan-hidden-markup "HTML comments, markdown comments and hiding styles
 	'newRule("hidden_markup",\n\t\t`(?i)<!' \
 	-- "$admitpkg" 'TestScan'
 
+mutate gw-scan-greek-variables "Greek variables beside Latin letters (βx, γt) are mixed-script findings" \
+	internal/gateway/admit/scan.go \
+	'const scientificGreek = "βγδζθλμξπσφψΓΔΘΛΞΠΣΦΨΩ' \
+	'const scientificGreek = "μΩΔλπσθφ' \
+	-- ./internal/gateway/admit 'TestScan$'
+
 mutate gw-scan-mixed-script "a word mixing Latin and Cyrillic or Greek letters is not evidence" \
 	internal/gateway/admit/scan.go \
 	'if at, end, ok := mixedWord\(s\); ok \{' \

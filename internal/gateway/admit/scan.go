@@ -680,12 +680,13 @@ var lookalikeScripts = []*unicode.RangeTable{
 	unicode.Lisu, unicode.Canadian_Aboriginal, unicode.Tifinagh,
 }
 
-// scientificGreek are Greek letters written beside Latin ones as symbols
-// and units (µs, kΩ, ΔT; NFKC makes the micro and ohm signs Greek) that
-// look like no Latin letter: a word they mix into is not a finding. The
-// micro and ohm signs themselves are here too: the text as written is
-// read as well.
-const scientificGreek = "μΩΔλπσθφ\u00b5\u2126"
+// scientificGreek are Greek letters written beside Latin ones as symbols,
+// units and variables (µs, kΩ, ΔT, βx; NFKD makes the micro and ohm signs
+// Greek) that look like no Latin letter: a word they mix into is not a
+// finding. The micro and ohm signs themselves are here too: the text as
+// written is read as well. The Greek letters that pass for Latin ones
+// (α, ε, ι, κ, ν, ο, ρ, τ, υ, χ, ω and most capitals) are not.
+const scientificGreek = "βγδζθλμξπσφψΓΔΘΛΞΠΣΦΨΩ\u00b5\u2126"
 
 // latinLookalikes are Latin letters that pass for others (dotless i,
 // script g, alpha, small capitals) and that NFKD leaves as they are:

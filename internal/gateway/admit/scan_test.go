@@ -174,6 +174,8 @@ func TestScan(t *testing.T) {
 		{"an unassigned tag character", "{\"description\":\"ok\U000E0080\U000E0081\"}", "invisible_unicode@/description"},
 		{"private use", "{\"description\":\"ok \ue000\U000F0000\"}", "invisible_unicode@/description"},
 		{"a noncharacter", "{\"description\":\"ok \ufdd0\"}", "invisible_unicode@/description"},
+		{"Greek variables beside Latin ones", "{\"description\":\"Fits y = \u03b1 + \u03b2x and \u03b3t, with \u03c3x and \u03b8deg in \u00b5s and k\u03a9.\"}", ""},
+		{"a Greek omega in a Latin word", "{\"description\":\"Send it to the \u03c9ebhook now\"}", "mixed_script@/description"},
 		{"accented Latin", "{\"description\":\"Caf\u00e9 r\u00e9sum\u00e9 na\u00efve se\u00f1or \u00fcber\"}", ""},
 		{"short Russian words", "{\"description\":\"\u0421\u043e\u0440 \u0438 \u043e\u0445, \u0430 \u0442\u0430\u043a\u0436\u0435 \u0435\u0445\u0430\u0442\u044c.\"}", ""},
 	} {
