@@ -1635,7 +1635,7 @@ mutate gw-scan-mixed-digits "a digit ends a word, so a look-alike half after it 
 
 mutate gw-scan-confusables-fold "the rules read look-alike letters as written" \
 	internal/gateway/admit/scan.go \
-	'n := foldMixed\(read\) // normalizeText\(s\)' \
+	'n := foldMixed\(read\) // normalizeText\(s\), keeping read for mixedWord' \
 	'n := read' \
 	-- "$admitpkg" 'TestScan'
 
