@@ -173,7 +173,11 @@ func TestUnreadAnswersCountAsPending(t *testing.T) {
 				if m := h.next(); m["id"] != "p"+id {
 					t.Fatalf("wrote %v, want the answer to ping p%s", m, id)
 				}
-				<-started
+				select {
+				case <-started:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("call %s did not start", id)
+				}
 			}
 			send("1")
 			if m := h.next(); m["id"] != float64(1) || refused(m) {
