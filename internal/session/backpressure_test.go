@@ -350,9 +350,29 @@ func TestAnsweredCallNoLongerCounts(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// A session that writes nothing, or takes no ack, fails the
+			// test rather than hanging it.
+			out := func() []byte {
+				t.Helper()
+				select {
+				case msg := <-conn.out:
+					return msg
+				case <-time.After(10 * time.Second):
+					t.Fatal("nothing written")
+					return nil
+				}
+			}
+			ack := func() {
+				t.Helper()
+				select {
+				case conn.ack <- struct{}{}:
+				case <-time.After(10 * time.Second):
+					t.Fatal("no write waits for its ack")
+				}
+			}
 			send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-			<-conn.out
-			conn.ack <- struct{}{}
+			out()
+			ack()
 			call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"block","arguments":{"wait":false}}}`
 			if version == "2025-03-26" {
 				call = "[" + call + "]"
@@ -360,7 +380,7 @@ func TestAnsweredCallNoLongerCounts(t *testing.T) {
 			send(call)
 			acks := 0
 			for round := range 20 {
-				first := <-conn.out // its writer waits for the ack
+				first := out() // its writer waits for the ack
 				send(call)
 				var next []byte
 				select {
@@ -370,9 +390,9 @@ func TestAnsweredCallNoLongerCounts(t *testing.T) {
 					// batch answered before it was fully read) and reads
 					// on only once the write returns; that path has no
 					// window to test.
-					conn.ack <- struct{}{}
+					ack()
 					acks++
-					next = <-conn.out
+					next = out()
 				}
 				for _, msg := range [][]byte{first, next} {
 					if bytes.Contains(msg, []byte(`"error"`)) || bytes.Contains(msg, []byte(`"isError":true`)) {
@@ -380,13 +400,13 @@ func TestAnsweredCallNoLongerCounts(t *testing.T) {
 					}
 				}
 				for range 2 - acks {
-					conn.ack <- struct{}{}
+					ack()
 				}
 				acks = 0
 				send(call)
 			}
-			<-conn.out
-			conn.ack <- struct{}{}
+			out()
+			ack()
 		})
 	}
 }

@@ -247,7 +247,11 @@ func TestDrainWithOpenSubscriptionsBounded(t *testing.T) {
 	if _, err := io.WriteString(inW, `{"jsonrpc":"2.0","id":"s","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},`+modernMeta+`}}`+"\n"); err != nil {
 		t.Fatal(err)
 	}
-	<-conn.acked
+	select {
+	case <-conn.acked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the subscription was not acknowledged")
+	}
 	sess.Drain()
 	select {
 	case <-done:
