@@ -408,8 +408,26 @@ mutate wire-frame-cap "an oversized line is buffered whole instead of discarded"
 
 mutate wire-queue-bytes "the output queue is bounded by its count only, not by bytes" \
 	internal/wire/conn.go \
-	'&& c\.queued\+n <= c\.maxQueued\) \{' \
-	'&& true) {' \
+	'&& c\.queued\+n <= c\.maxQueued\)\n' \
+	'&& true)\n' \
+	-- "$wirepkg" 'TestConn'
+
+mutate wire-queue-fifo "a Write that fits the output queue overtakes the Writes waiting for room" \
+	internal/wire/conn.go \
+	'if c\.waiting\.Len\(\) == 0 && c\.fits\(n\) \{' \
+	'if c.fits(n) {' \
+	-- "$wirepkg" 'TestConn'
+
+mutate wire-queue-giveback "a Write admitted as it gives up keeps its room in the output queue for good" \
+	internal/wire/conn.go \
+	'\t\tc\.queued -= n\n\t\tc\.queuedN--\n\tdefault:' \
+	'\tdefault:' \
+	-- "$wirepkg" 'TestConn'
+
+mutate wire-queue-withdraw "a Write that gives up its wait for room leaves those behind it waiting" \
+	internal/wire/conn.go \
+	'\t// Whoever waited behind w may fit now\.\n\tc\.admit\(\)\n' \
+	'' \
 	-- "$wirepkg" 'TestConn'
 
 mutate guard-depth "the sanitizer does not bound nesting" \

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bufio"
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -53,13 +54,19 @@ type Conn struct {
 	closeIn  sync.Once
 
 	// qmu guards queued, the bytes of the messages accepted and not yet
-	// written (the one being written included), and space, which is
-	// closed and cleared when queued shrinks while a Write waits for
-	// room (nil when none waits).
+	// written (the one being written included), and waiting, the Writes
+	// waiting for room in the order they came.
 	qmu     sync.Mutex
 	queued  int
-	queuedN int // the messages counted in queued
-	space   chan struct{}
+	queuedN int       // the messages counted in queued
+	waiting list.List // of *waiter, oldest first
+}
+
+// waiter is a Write waiting for room for n bytes. ready is closed, and
+// the bytes counted as queued, when it is its turn and they fit.
+type waiter struct {
+	n     int
+	ready chan struct{}
 }
 
 // maxKeptLine is the largest line buffer the writer keeps between messages.
@@ -149,42 +156,82 @@ func (c *Conn) WriteQueued(ctx context.Context, msg []byte, queued func() bool) 
 // reserve waits until n more bytes fit the queue's byte bound and one
 // more message its count bound (queueLen beside the one being written),
 // or the queue is empty, and counts them as queued.
+//
+// Writes are admitted in the order they came, so a large message (one
+// over the whole bound waits for an empty queue) is not overtaken for
+// ever by small ones: a client flooding pings would otherwise keep the
+// queue from emptying and starve a large answer. This is not
+// golang.org/x/sync/semaphore, which is FIFO too, because its Acquire
+// ends only with ctx, and a Write must also end when the output fails or
+// Shutdown begins; and because the queue has two bounds, not one weight.
 func (c *Conn) reserve(ctx context.Context, n int) error {
-	for {
-		c.qmu.Lock()
-		if c.queuedN == 0 || (c.queuedN <= queueLen && c.queued+n <= c.maxQueued) {
-			c.queued += n
-			c.queuedN++
-			c.qmu.Unlock()
-			return nil
-		}
-		if c.space == nil {
-			c.space = make(chan struct{})
-		}
-		space := c.space
+	c.qmu.Lock()
+	if c.waiting.Len() == 0 && c.fits(n) {
+		c.take(n)
 		c.qmu.Unlock()
-		select {
-		case <-space:
-		case <-c.failed:
-			return c.writeErr
-		case <-c.closing:
-			return ErrClosed
-		case <-ctx.Done():
-			return context.Cause(ctx)
+		return nil
+	}
+	w := &waiter{n: n, ready: make(chan struct{})}
+	elem := c.waiting.PushBack(w)
+	c.qmu.Unlock()
+	var err error
+	select {
+	case <-w.ready:
+		return nil
+	case <-c.failed:
+		err = c.writeErr
+	case <-c.closing:
+		err = ErrClosed
+	case <-ctx.Done():
+		err = context.Cause(ctx)
+	}
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	select {
+	case <-w.ready:
+		// Admitted while giving up: give the room back.
+		c.queued -= n
+		c.queuedN--
+	default:
+		c.waiting.Remove(elem)
+	}
+	// Whoever waited behind w may fit now.
+	c.admit()
+	return err
+}
+
+// fits reports whether n more bytes may be queued now. qmu is held.
+func (c *Conn) fits(n int) bool {
+	return c.queuedN == 0 || (c.queuedN <= queueLen && c.queued+n <= c.maxQueued)
+}
+
+// take counts n bytes of one message as queued. qmu is held.
+func (c *Conn) take(n int) {
+	c.queued += n
+	c.queuedN++
+}
+
+// admit lets the waiting Writes in, oldest first, while they fit; one
+// that does not fit holds back those behind it. qmu is held.
+func (c *Conn) admit() {
+	for e := c.waiting.Front(); e != nil; e = c.waiting.Front() {
+		w := e.Value.(*waiter)
+		if !c.fits(w.n) {
+			return
 		}
+		c.take(w.n)
+		c.waiting.Remove(e)
+		close(w.ready)
 	}
 }
 
-// release uncounts n bytes of the queue and wakes the Writes waiting for
-// room.
+// release uncounts n bytes of the queue and admits the Writes waiting
+// for room.
 func (c *Conn) release(n int) {
 	c.qmu.Lock()
 	c.queued -= n
 	c.queuedN--
-	if c.space != nil {
-		close(c.space)
-		c.space = nil
-	}
+	c.admit()
 	c.qmu.Unlock()
 }
 

@@ -338,6 +338,169 @@ func TestConnQueueBytes(t *testing.T) {
 	}
 }
 
+// TestConnQueueInOrder checks that Writes waiting for room are admitted
+// in the order they came: a message over the whole byte bound, which
+// waits for an empty queue, is not overtaken by smaller ones that would
+// fit, or a peer sending a steady stream of small requests (pings) could
+// keep its answer from ever being written.
+func TestConnQueueInOrder(t *testing.T) {
+	const maxFrame = 1024
+	out := newGateWriter(nil)
+	c := NewConn(strings.NewReader(""), out, maxFrame)
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(out.release) }) }
+	t.Cleanup(func() {
+		release()
+		c.Close()
+	})
+	if err := c.Write(t.Context(), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, out.entered, "the writer to block")
+
+	big := []byte(`"` + strings.Repeat("a", queueFrames*maxFrame) + `"`)
+	bigCtx := &doneSignal{Context: t.Context(), waiting: make(chan struct{})}
+	bigDone := make(chan error, 1)
+	go func() { bigDone <- c.Write(bigCtx, big) }()
+	wait(t, bigCtx.waiting, "the large Write to wait for an empty queue")
+
+	// The queue has room for this one, but not its turn.
+	errLate := errors.New("not its turn")
+	ctx, cancel := context.WithCancelCause(t.Context())
+	cancel(errLate)
+	if err := c.Write(ctx, []byte(`{"late":0}`)); !errors.Is(err, errLate) {
+		t.Fatalf("a small Write behind a waiting large one = %v, want to wait its turn (the cause %v)", err, errLate)
+	}
+	lateCtx := &doneSignal{Context: t.Context(), waiting: make(chan struct{})}
+	lateDone := make(chan error, 1)
+	go func() { lateDone <- c.Write(lateCtx, []byte(`{"late":1}`)) }()
+	select {
+	case <-lateCtx.waiting:
+	case err := <-lateDone:
+		t.Fatalf("a small Write overtook the large one waiting before it (Write = %v)", err)
+	case <-time.After(waitTimeout):
+		t.Fatal("timed out waiting for the small Write to queue")
+	}
+
+	release()
+	for what, done := range map[string]chan error{"large": bigDone, "small": lateDone} {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s Write = %v", what, err)
+			}
+		case <-time.After(waitTimeout):
+			t.Fatalf("the %s Write never went, though the queue emptied", what)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 3 || lines[0] != `{}` || lines[1] != string(big) || lines[2] != `{"late":1}` {
+		short := make([]string, len(lines))
+		for i, l := range lines {
+			short[i] = l[:min(len(l), 12)]
+		}
+		t.Errorf("output lines = %q, want {}, the large message, then {\"late\":1}", short)
+	}
+}
+
+// TestConnQueueWithdrawnAdmitsNext checks that when the Write at the head
+// of the queue gives up, the ones behind it that fit are admitted at once,
+// not at the next message written.
+func TestConnQueueWithdrawnAdmitsNext(t *testing.T) {
+	const maxFrame = 1024
+	out := newGateWriter(nil)
+	c := NewConn(strings.NewReader(""), out, maxFrame)
+	t.Cleanup(func() {
+		close(out.release)
+		c.Close()
+	})
+	if err := c.Write(t.Context(), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, out.entered, "the writer to block")
+
+	errGone := errors.New("caller gone")
+	bigBase, cancelBig := context.WithCancelCause(t.Context())
+	bigCtx := &doneSignal{Context: bigBase, waiting: make(chan struct{})}
+	bigDone := make(chan error, 1)
+	big := []byte(`"` + strings.Repeat("a", queueFrames*maxFrame) + `"`)
+	go func() { bigDone <- c.Write(bigCtx, big) }()
+	wait(t, bigCtx.waiting, "the large Write to wait")
+
+	smallCtx := &doneSignal{Context: t.Context(), waiting: make(chan struct{})}
+	smallDone := make(chan error, 1)
+	go func() { smallDone <- c.Write(smallCtx, []byte(`{"small":1}`)) }()
+	wait(t, smallCtx.waiting, "the small Write to wait behind it")
+
+	cancelBig(errGone)
+	select {
+	case err := <-bigDone:
+		if !errors.Is(err, errGone) {
+			t.Fatalf("cancelled large Write = %v, want the cause %v", err, errGone)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the cancelled large Write did not return")
+	}
+	select {
+	case err := <-smallDone:
+		if err != nil {
+			t.Fatalf("small Write = %v", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the small Write stayed waiting after the one before it gave up, with room in the queue")
+	}
+}
+
+// TestConnQueueCancelledWaitersGiveBack checks the queue's accounting
+// when Writes give up just as they are admitted: the room they were
+// given must be given back, or the queue would shrink for good. Many
+// waiters are cancelled and then admitted at once, so that some see both
+// at the same time.
+func TestConnQueueCancelledWaitersGiveBack(t *testing.T) {
+	for round := range 20 {
+		out := newGateWriter(nil)
+		c := NewConn(strings.NewReader(""), out, 1024)
+		if err := c.Write(t.Context(), []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, out.entered, "the writer to block")
+		for range queueLen {
+			if err := c.Write(t.Context(), []byte(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		const waiters = 64
+		ctx, cancel := context.WithCancel(t.Context())
+		var started, done sync.WaitGroup
+		for range waiters {
+			started.Add(1)
+			done.Add(1)
+			wctx := &doneSignal{Context: ctx, waiting: make(chan struct{})}
+			go func() {
+				defer done.Done()
+				go func() { <-wctx.waiting; started.Done() }()
+				c.Write(wctx, []byte(`{}`))
+			}()
+		}
+		started.Wait()
+		cancel()
+		close(out.release)
+		done.Wait()
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		c.qmu.Lock()
+		queued, n, w := c.queued, c.queuedN, c.waiting.Len()
+		c.qmu.Unlock()
+		if queued != 0 || n != 0 || w != 0 {
+			t.Fatalf("round %d: after Close the queue counts %d bytes in %d messages and %d waiters, want none", round, queued, n, w)
+		}
+	}
+}
+
 // TestConnShutdownBlockedOutput checks that Shutdown gives up at ctx end
 // when the peer has stopped reading, and that a later Close still flushes
 // once the output moves again.
