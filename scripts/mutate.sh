@@ -1630,6 +1630,18 @@ mutate gw-scan-hidden-markup "HTML comments, markdown comments and hiding styles
 	'newRule("hidden_markup",\n\t\t`(?i)<!' \
 	-- "$admitpkg" 'TestScan'
 
+mutate gw-scan-unrendered-elements "text inside template, script, style and noscript elements is not evidence" \
+	internal/gateway/admit/scan.go \
+	'\t\t\t`\|\(\?s:<\(template[^\n]*\n' \
+	'' \
+	-- "$admitpkg" 'TestScan'
+
+mutate gw-scan-hiding-styles "zero-size boxes, clips to nothing and text moved off the page are not evidence" \
+	internal/gateway/admit/scan.go \
+	'\t\t\t`\|\(max-\)\?\(height[^\n]*\n\t\t\t`\|overflow[^\n]*\n\t\t\t`\|clip [^\n]*\n\t\t\t`\|\(left\|[^\n]*\n' \
+	'\t\t\t`)`),\n' \
+	-- "$admitpkg" 'TestScan'
+
 mutate gw-scan-greek-variables "Greek variables beside Latin letters (βx, γt) are mixed-script findings" \
 	internal/gateway/admit/scan.go \
 	'const scientificGreek = "βγδζθλμξπσφψΓΔΘΛΞΠΣΦΨΩ' \

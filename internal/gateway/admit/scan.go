@@ -91,16 +91,26 @@ var rules = []rule{
 	// the model reads it. HTML comments and the other markup a browser
 	// drops (declarations, CDATA); markdown comment idioms and titles of
 	// link reference definitions, which render as nothing; the hidden
-	// attribute; inline styles that hide. The styles are only those that
-	// hide outright, in a style attribute: a text about CSS is not hidden.
+	// attribute; inline styles that hide; elements a browser does not
+	// render (template, script, style, noscript), when closed, so that a
+	// text naming a <script> tag is not hidden markup. The styles are only
+	// those that hide outright, in a style attribute: a text about CSS is
+	// not hidden. They hide by display, visibility or colour, by a size
+	// of zero (a box of zero height or width only with overflow hidden),
+	// by a clip to nothing, or by moving the text far off the page.
 	newRule(ScanConcealment,
 		`(?i)<!(--|\[cdata\[|[a-z])`+
 			`|(?m:^[ >]*\[[^\]\n]{1,100}\]: ?(<>|<#>|#|//)( |$))`+
 			`|(?m:^[ >]*\[[^\]\n]{1,100}\]: ?<?[^ \n>]+>? ("[^"\n]*"|'[^'\n]*'|\([^)\n]*\)))`+
 			`|(?m:^[ >]*\[[^\]\n]{1,100}\]: ?<[^>\n]* [^>\n]*>)`+ // a definition whose <target> is words
 			`|<[a-z][a-z0-9-]*( [^>]{0,200})? hidden( ?[=/>]| |$)`+
+			`|(?s:<(template|script|style|noscript)\b[^>]{0,200}>.*?</(template|script|style|noscript)\b)`+
 			`|\bstyle ?= ?["']?[^"'>]{0,200}?\b(display ?: ?none|visibility ?: ?(hidden|collapse)|color ?: ?transparent`+
-			`|(font-size|opacity) ?: ?[0.]+(px|em|rem|pt|%)? ?([;"'!>}]|$))`),
+			`|(font-size|opacity) ?: ?[0.]+(px|em|rem|pt|%)? ?([;"'!>}]|$)|transform ?: ?scale ?\( ?[0.]+ ?[,)]`+
+			`|(max-)?(height|width) ?: ?[0.]+(px|em|rem|pt|%)? ?;[^"'>]{0,200}\boverflow ?: ?hidden`+
+			`|overflow ?: ?hidden ?;[^"'>]{0,200}\b(max-)?(height|width) ?: ?[0.]+(px|em|rem|pt|%)? ?([;"'!>}]|$)`+
+			`|clip ?: ?rect ?\( ?0(px)?[ ,]+0(px)?[ ,]+0(px)?[ ,]+0|clip-path ?: ?inset ?\( ?(50|100)%`+
+			`|(left|top|right|bottom|text-indent|margin-left|margin-top) ?: ?-[0-9]{3,})`),
 	newRule(ScanSecretAccess,
 		`(?i)~?/?\.ssh\b|\bid[_ ](rsa|ed25519|ecdsa)\b|\.aws/credentials|(^|[\s/"'\x60(\[])\.env\b|/etc/(passwd|shadow)|\.netrc\b|\.npmrc\b|\.pgpass\b|\bmcp\.json\b|claude[_ ]desktop[_ ]config`+
 			`|\.docker/config\.json|\.kube/config\b|\.git-credentials\b|\.gnupg\b|\.(bash|zsh)[_ ]history\b|\.config/gh/hosts`+
