@@ -2391,6 +2391,12 @@ mutate gw-claims-ledger "a server down at start claims nothing the ledger holds 
 	'' \
 	-- "$gwpkg" 'TestClaimsOutliveTheServer'
 
+mutate gw-pending-evidence "what waits for review keeps the identity and findings of its first walk" \
+	internal/gateway/admission.go \
+	'case evidenceChanged\(\*p, r\):' \
+	'case false:' \
+	-- "$gwpkg" 'TestPendingEvidenceFollowsServer'
+
 mutate gw-ledger-forget "removed names are kept without bound" \
 	internal/gateway/admission.go \
 	'forget := admit\.Forget\(removed\)' \

@@ -67,9 +67,16 @@ func (a gate) Judge(srv catalog.Server, kind admit.Kind, entries []catalog.Entry
 			c := admit.Candidate{Digest: e.Digest, Descriptor: e.Canonical, Identity: srv.Identity, Findings: e.Findings, Seen: now}
 			r := admit.Observe(p, kind, e.Qualified, srv.Name, e.Name, c, mode, now)
 			out = append(out, r)
-			if p == nil || verdictChanged(*p, r) {
+			switch {
+			case p == nil || verdictChanged(*p, r):
 				changed = append(changed, r)
 				events = append(events, admissionEvent(r, e.Digest, string(mode)))
+			case evidenceChanged(*p, r):
+				// Not a new verdict, so no event; but what waits
+				// must be what is served now: an approval pins the
+				// pending identity, and the reviewer reads its
+				// findings.
+				changed = append(changed, r)
 			}
 		}
 		removed := make([]admit.Record, 0, len(prev))
@@ -153,6 +160,17 @@ func verdictChanged(a, b admit.Record) bool {
 		return r.Pending.Digest
 	}
 	return a.Status != b.Status || a.Reason != b.Reason || a.Digest != b.Digest || pending(a) != pending(b)
+}
+
+// evidenceChanged reports whether what waits for review changed beside
+// its digest: the server's identity (a new version serving the same
+// descriptor) or the scanner's findings (another server configured that
+// the descriptor names).
+func evidenceChanged(a, b admit.Record) bool {
+	if a.Pending == nil || b.Pending == nil {
+		return a.Pending != b.Pending
+	}
+	return a.Pending.Identity != b.Pending.Identity || !slices.Equal(a.Pending.Findings, b.Pending.Findings)
 }
 
 func admissionEvent(r admit.Record, digest, mode string) audit.Event {
