@@ -2397,6 +2397,12 @@ mutate gw-pending-evidence "what waits for review keeps the identity and finding
 	'case false:' \
 	-- "$gwpkg" 'TestPendingEvidenceFollowsServer'
 
+mutate gw-stdio-unknown-audited "the stdio front refuses a name the catalog does not offer itself, unaudited" \
+	internal/gateway/session.go \
+	'\tif t, ok := c\.g\.catalog\.Snapshot\(\)\.Lookup\(name\); ok \{' \
+	'\tt, ok := c.g.catalog.Snapshot().Lookup(name)\n\tif !ok {\n\t\treturn nil, false\n\t}\n\t{' \
+	-- "$gwpkg" 'TestHeldToolAudited'
+
 mutate gw-ledger-forget "removed names are kept without bound" \
 	internal/gateway/admission.go \
 	'forget := admit\.Forget\(removed\)' \

@@ -22,6 +22,8 @@ import (
 	"github.com/mcp-bastion/bastion/internal/gateway/config"
 	"github.com/mcp-bastion/bastion/internal/gateway/ledger"
 	"github.com/mcp-bastion/bastion/internal/jsonrpc"
+	"github.com/mcp-bastion/bastion/internal/mcp"
+	"github.com/mcp-bastion/bastion/internal/tool"
 )
 
 // TestCallWaitingForASlotSeesTheRugPull: a call decided while its tool
@@ -219,11 +221,27 @@ func TestHeldToolAudited(t *testing.T) {
 	if _, err := invoke(t, g, "fx.nothing", `{}`); !errors.As(err, &gwErr) || gwErr.Code != jsonrpc.CodeInvalidParams {
 		t.Fatalf("a tool that does not exist: %v", err)
 	}
-	out := buf.String()
-	if !strings.Contains(out, `"tool":"fx.echo","outcome":"invalid","reason":"not_admitted","code":-32602,"status":"pending_review"`) {
-		t.Errorf("the audit does not say fx.echo is held:\n%s", out)
+	// The stdio front's catalog hands both names to the same path.
+	enc, err := mcp.NewEncoder(mcp.Implementation{Name: "g", Version: "1"}, "", nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if strings.Count(out, `"reason":"unknown_tool"`) != 1 || strings.Contains(out, "fx.nothing") {
+	cat := g.SessionCatalog(enc, make([]byte, 32), auth.Principal{Subject: "stdio"})
+	for _, name := range []string{"fx.echo", "fx.nothing"} {
+		tl, ok := cat.Lookup(name)
+		if !ok {
+			t.Fatalf("stdio: %s is refused before the gateway's invoke path", name)
+		}
+		var pe *tool.ProtocolError
+		if _, err := tl.Call(t.Context(), jsontext.Value(`{}`)); !errors.As(err, &pe) || pe.Code != jsonrpc.CodeInvalidParams {
+			t.Fatalf("stdio: %s: %v", name, err)
+		}
+	}
+	out := buf.String()
+	if n := strings.Count(out, `"tool":"fx.echo","outcome":"invalid","reason":"not_admitted","code":-32602,"status":"pending_review"`); n != 2 {
+		t.Errorf("the audit says fx.echo is held %d times, want 2 (a call from each front):\n%s", n, out)
+	}
+	if strings.Count(out, `"reason":"unknown_tool"`) != 2 || strings.Contains(out, "fx.nothing") {
 		t.Errorf("the audit of a name that does not exist:\n%s", out)
 	}
 }
