@@ -412,11 +412,23 @@ mutate wire-queue-bytes "the output queue is bounded by its count only, not by b
 	'&& true)\n' \
 	-- "$wirepkg" 'TestConn'
 
-mutate wire-queue-fifo "a Write that fits the output queue overtakes the Writes waiting for room" \
+mutate wire-queue-passing-unbounded "Writes that fit pass a waiting one without bound (a ping flood starves a large answer)" \
 	internal/wire/conn.go \
-	'if c\.waiting\.Len\(\) == 0 && c\.fits\(n\) \{' \
-	'if c.fits(n) {' \
+	'if oldest := front\.Value\.\(\*waiter\); oldest\.passed < maxPassed \{' \
+	'if oldest := front.Value.(*waiter); oldest.passed >= 0 {' \
 	-- "$wirepkg" 'TestConn'
+
+mutate wire-queue-no-passing "no Write passes one waiting for room (the reader stops behind a large answer and misses its cancellation)" \
+	internal/wire/conn.go \
+	'if oldest := front\.Value\.\(\*waiter\); oldest\.passed < maxPassed \{' \
+	'if oldest := front.Value.(*waiter); false && oldest.passed < maxPassed {' \
+	-- "$wirepkg" 'TestConn'
+
+mutate wire-queue-no-passing-session "a session's reader waits behind a large answer for room, and misses its cancellation" \
+	internal/wire/conn.go \
+	'if oldest := front\.Value\.\(\*waiter\); oldest\.passed < maxPassed \{' \
+	'if oldest := front.Value.(*waiter); false && oldest.passed < maxPassed {' \
+	-- ./internal/session 'TestCancelReadBehindWaitingAnswer'
 
 mutate wire-queue-giveback "a Write admitted as it gives up keeps its room in the output queue for good" \
 	internal/wire/conn.go \

@@ -63,11 +63,25 @@ type Conn struct {
 }
 
 // waiter is a Write waiting for room for n bytes. ready is closed, and
-// the bytes counted as queued, when it is its turn and they fit.
+// the bytes counted as queued, when they fit and it is its turn or it
+// may pass the oldest waiter (see maxPassed).
 type waiter struct {
 	n     int
 	ready chan struct{}
+	// passed counts the Writes admitted before this one while it was
+	// the oldest waiting.
+	passed int
 }
+
+// maxPassed bounds how many Writes that fit may pass the oldest waiting
+// one (typically a large message, waiting for an empty queue). Passing is
+// needed: a session's reader answers pings inline, and stuck behind a
+// large answer it would stop reading, and so never read the cancellation
+// that withdraws that answer. Passing without bound is starvation: a peer
+// sending a steady stream of pings would keep the queue from emptying
+// for ever. So a waiting message is passed by at most a quarter of the
+// queue's count, and then waits only for what is ahead of it.
+const maxPassed = queueLen / 4
 
 // maxKeptLine is the largest line buffer the writer keeps between messages.
 const maxKeptLine = 1 << 20
@@ -157,16 +171,16 @@ func (c *Conn) WriteQueued(ctx context.Context, msg []byte, queued func() bool) 
 // more message its count bound (queueLen beside the one being written),
 // or the queue is empty, and counts them as queued.
 //
-// Writes are admitted in the order they came, so a large message (one
-// over the whole bound waits for an empty queue) is not overtaken for
-// ever by small ones: a client flooding pings would otherwise keep the
-// queue from emptying and starve a large answer. This is not
-// golang.org/x/sync/semaphore, which is FIFO too, because its Acquire
-// ends only with ctx, and a Write must also end when the output fails or
-// Shutdown begins; and because the queue has two bounds, not one weight.
+// Writes that must wait are admitted in the order they came, and a Write
+// that fits passes them only maxPassed times: a large message (one over
+// the whole bound waits for an empty queue) is not overtaken for ever by
+// small ones. This is not golang.org/x/sync/semaphore, which is FIFO
+// without passing, and whose Acquire ends only with ctx, where a Write
+// must also end when the output fails or Shutdown begins; and the queue
+// has two bounds, not one weight.
 func (c *Conn) reserve(ctx context.Context, n int) error {
 	c.qmu.Lock()
-	if c.waiting.Len() == 0 && c.fits(n) {
+	if c.fits(n) && c.mayPass() {
 		c.take(n)
 		c.qmu.Unlock()
 		return nil
@@ -205,6 +219,21 @@ func (c *Conn) fits(n int) bool {
 	return c.queuedN == 0 || (c.queuedN <= queueLen && c.queued+n <= c.maxQueued)
 }
 
+// mayPass reports whether a Write may be admitted before the oldest
+// waiting one, counting it as passed if so; true when none waits. qmu is
+// held.
+func (c *Conn) mayPass() bool {
+	front := c.waiting.Front()
+	if front == nil {
+		return true
+	}
+	if oldest := front.Value.(*waiter); oldest.passed < maxPassed {
+		oldest.passed++
+		return true
+	}
+	return false
+}
+
 // take counts n bytes of one message as queued. qmu is held.
 func (c *Conn) take(n int) {
 	c.queued += n
@@ -212,16 +241,20 @@ func (c *Conn) take(n int) {
 }
 
 // admit lets the waiting Writes in, oldest first, while they fit; one
-// that does not fit holds back those behind it. qmu is held.
+// that does not fit may be passed by those behind it, maxPassed times.
+// qmu is held.
 func (c *Conn) admit() {
-	for e := c.waiting.Front(); e != nil; e = c.waiting.Front() {
+	for e := c.waiting.Front(); e != nil && c.queuedN <= queueLen; {
+		next := e.Next()
 		w := e.Value.(*waiter)
-		if !c.fits(w.n) {
+		if c.fits(w.n) && (e == c.waiting.Front() || c.mayPass()) {
+			c.take(w.n)
+			c.waiting.Remove(e)
+			close(w.ready)
+		} else if e != c.waiting.Front() && c.waiting.Front().Value.(*waiter).passed >= maxPassed {
 			return
 		}
-		c.take(w.n)
-		c.waiting.Remove(e)
-		close(w.ready)
+		e = next
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -338,12 +339,14 @@ func TestConnQueueBytes(t *testing.T) {
 	}
 }
 
-// TestConnQueueInOrder checks that Writes waiting for room are admitted
-// in the order they came: a message over the whole byte bound, which
-// waits for an empty queue, is not overtaken by smaller ones that would
-// fit, or a peer sending a steady stream of small requests (pings) could
-// keep its answer from ever being written.
-func TestConnQueueInOrder(t *testing.T) {
+// TestConnQueuePassingBounded checks how Writes pass one waiting for
+// room. A Write that fits passes a message over the whole byte bound,
+// which waits for an empty queue: a session's reader answers pings
+// inline, and stuck behind the large answer it would never read the
+// cancellation that withdraws it. But only maxPassed of them: beyond,
+// Writes wait their turn, or a peer sending a steady stream of small
+// requests could keep the large answer from ever being written.
+func TestConnQueuePassingBounded(t *testing.T) {
 	const maxFrame = 1024
 	out := newGateWriter(nil)
 	c := NewConn(strings.NewReader(""), out, maxFrame)
@@ -364,12 +367,18 @@ func TestConnQueueInOrder(t *testing.T) {
 	go func() { bigDone <- c.Write(bigCtx, big) }()
 	wait(t, bigCtx.waiting, "the large Write to wait for an empty queue")
 
-	// The queue has room for this one, but not its turn.
+	// A cancelled ctx makes a Write that has to wait return at once
+	// with its cause; one that may pass is accepted.
 	errLate := errors.New("not its turn")
 	ctx, cancel := context.WithCancelCause(t.Context())
 	cancel(errLate)
+	for i := range maxPassed {
+		if err := c.Write(ctx, fmt.Appendf(nil, `{"pass":%d}`, i)); err != nil {
+			t.Fatalf("small Write %d passing the waiting large one = %v, want it accepted", i, err)
+		}
+	}
 	if err := c.Write(ctx, []byte(`{"late":0}`)); !errors.Is(err, errLate) {
-		t.Fatalf("a small Write behind a waiting large one = %v, want to wait its turn (the cause %v)", err, errLate)
+		t.Fatalf("a small Write after %d passed the large one = %v, want to wait its turn (the cause %v)", maxPassed, err, errLate)
 	}
 	lateCtx := &doneSignal{Context: t.Context(), waiting: make(chan struct{})}
 	lateDone := make(chan error, 1)
@@ -377,7 +386,7 @@ func TestConnQueueInOrder(t *testing.T) {
 	select {
 	case <-lateCtx.waiting:
 	case err := <-lateDone:
-		t.Fatalf("a small Write overtook the large one waiting before it (Write = %v)", err)
+		t.Fatalf("a small Write passed the large one more than %d times (Write = %v)", maxPassed, err)
 	case <-time.After(waitTimeout):
 		t.Fatal("timed out waiting for the small Write to queue")
 	}
@@ -397,12 +406,20 @@ func TestConnQueueInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	if len(lines) != 3 || lines[0] != `{}` || lines[1] != string(big) || lines[2] != `{"late":1}` {
-		short := make([]string, len(lines))
-		for i, l := range lines {
-			short[i] = l[:min(len(l), 12)]
+	want := []string{`{}`}
+	for i := range maxPassed {
+		want = append(want, fmt.Sprintf(`{"pass":%d}`, i))
+	}
+	want = append(want, string(big), `{"late":1}`)
+	if !slices.Equal(lines, want) {
+		short := func(ls []string) []string {
+			out := make([]string, len(ls))
+			for i, l := range ls {
+				out[i] = l[:min(len(l), 12)]
+			}
+			return out
 		}
-		t.Errorf("output lines = %q, want {}, the large message, then {\"late\":1}", short)
+		t.Errorf("output lines = %q, want %q", short(lines), short(want))
 	}
 }
 
@@ -429,6 +446,15 @@ func TestConnQueueWithdrawnAdmitsNext(t *testing.T) {
 	big := []byte(`"` + strings.Repeat("a", queueFrames*maxFrame) + `"`)
 	go func() { bigDone <- c.Write(bigCtx, big) }()
 	wait(t, bigCtx.waiting, "the large Write to wait")
+	// No more may pass it. (Bounded: were passing broken, these would
+	// wait for good.)
+	pass, stop := context.WithTimeout(t.Context(), waitTimeout)
+	defer stop()
+	for range maxPassed {
+		if err := c.Write(pass, []byte(`{}`)); err != nil {
+			t.Fatalf("a small Write passing the large one: %v", err)
+		}
+	}
 
 	smallCtx := &doneSignal{Context: t.Context(), waiting: make(chan struct{})}
 	smallDone := make(chan error, 1)
