@@ -1024,3 +1024,51 @@ func TestGatewayCheckAndStart(t *testing.T) {
 		t.Errorf("a downstream was started before the port was taken (%v)", err)
 	}
 }
+
+// TestGatewayDownstreamArgumentNames: a downstream's schema may name its
+// arguments outside the core's identifier grammar ("user-id", a map of
+// header names, "a.b"): a tool the gateway lists is callable with them on
+// both fronts, while a name holding a bidirectional control is still
+// refused before the downstream.
+func TestGatewayDownstreamArgumentNames(t *testing.T) {
+	mark, dir := newMark(), t.TempDir()
+	rec := filepath.Join(dir, "received.log")
+	writeFile(t, filepath.Join(dir, "descriptors.json"), `[{"name":"echo","inputSchema":{"type":"object","properties":{`+
+		`"user-id":{"type":"string"},"a.b":{"type":"integer"},"body":{"type":"string"},`+
+		`"headers":{"type":"object","additionalProperties":{"type":"string"}}}}}]`)
+	body := "auth:\n  tokens_env: E2E_TOKENS\n  stdio_principal: {subject: desk, roles: [viewer]}\n" + `policy:
+  rules:
+    - {id: all, tools: ["fx.echo"], roles: ["*"]}
+` + "servers:\n" + fixture("fx", mark, map[string]string{"FIXTURE_DESCRIPTORS": filepath.Join(dir, "descriptors.json"), "FIXTURE_LOG": rec})
+	args := func(marker string) map[string]any {
+		return map[string]any{"user-id": "u1", "a.b": 1, "headers": map[string]any{"Content-Type": "text/plain", "X-Trace": "t"}, "body": marker}
+	}
+	hidden := map[string]any{"user\u202eid": "u1", "body": "bidi-name"}
+	g := startGatewayWith(t, mark, body, "E2E_TOKENS="+tokensEnv())
+	if m := callAs(g, viewerToken, "fx.echo", args("names-http"), 1).msg(t); m["error"] != nil || strings.Contains(mustJSON(t, m), `"isError":true`) {
+		t.Errorf("http: a call with the downstream's own names: %v", m)
+	}
+	if m := callAs(g, viewerToken, "fx.echo", hidden, 2).msg(t); m["error"] == nil && !strings.Contains(mustJSON(t, m), `"isError":true`) {
+		t.Errorf("http: a name with a bidi control was accepted: %v", m)
+	}
+
+	path := filepath.Join(dir, "stdio.yaml")
+	writeFile(t, path, body+stateKeys(t, body))
+	cs := goSDKCommandSession(t, "", baseEnv("E2E_TOKENS="+tokensEnv()), "gateway", "--stdio", "--config", path)
+	ctx := ctxT(t)
+	if res, err := cs.CallTool(ctx, &sdkmcp.CallToolParams{Name: "fx.echo", Arguments: args("names-stdio")}); err != nil || res.IsError {
+		t.Errorf("stdio: a call with the downstream's own names: %v %v", err, res)
+	}
+	if res, err := cs.CallTool(ctx, &sdkmcp.CallToolParams{Name: "fx.echo", Arguments: hidden}); err == nil && !res.IsError {
+		t.Errorf("stdio: a name with a bidi control was accepted: %v", mustJSON(t, res))
+	}
+	got := received(t, rec)
+	for _, marker := range []string{"names-http", "names-stdio"} {
+		if !strings.Contains(got, marker) {
+			t.Errorf("the call %s did not reach the downstream", marker)
+		}
+	}
+	if strings.Contains(got, "bidi-name") {
+		t.Error("a call with a bidi control in a member name reached the downstream")
+	}
+}

@@ -2159,8 +2159,8 @@ mutate gw-relay-answer-sanitized "a caller's answer relayed on its session skips
 
 mutate guard-data-names "an answer's member names are held to the identifier grammar of arguments" \
 	internal/guard/sanitize.go \
-	's\.freeNames = true' \
-	's.freeNames = false' \
+	'\tlim\.AnyNames = true\n\treturn Sanitize' \
+	'\treturn Sanitize' \
 	-- "$gwpkg" 'TestAnswersTo'
 
 mutate gw-elicit-url-mode "a url-mode elicitation is relayed to a client that declared only forms" \
@@ -2414,6 +2414,18 @@ mutate gw-stdio-unknown-audited "the stdio front refuses a name the catalog does
 	'\tif t, ok := c\.g\.catalog\.Snapshot\(\)\.Lookup\(name\); ok \{' \
 	'\tt, ok := c.g.catalog.Snapshot().Lookup(name)\n\tif !ok {\n\t\treturn nil, false\n\t}\n\t{' \
 	-- "$gwpkg" 'TestHeldToolAudited'
+
+mutate gw-argument-names "the gateway holds a downstream's argument names to the core's identifier grammar" \
+	internal/gateway/session.go \
+	'\tlim\.AnyNames = true\n' \
+	'' \
+	-- "$e2epkg" 'TestGatewayDownstreamArgumentNames'
+
+mutate gw-stdio-argument-names "the stdio front holds a downstream's argument names to the core's identifier grammar" \
+	cmd/bastion/gateway.go \
+	'\t\tLimits:         gateway\.ArgumentLimits\(\),\n' \
+	'' \
+	-- "$e2epkg" 'TestGatewayDownstreamArgumentNames'
 
 mutate gw-ledger-forget "removed names are kept without bound" \
 	internal/gateway/admission.go \

@@ -284,6 +284,7 @@ func gatewayStdio(ctx context.Context, cfg *gwconfig.Config, g *gateway.Gateway,
 		Instructions:   front.Instructions,
 		CallTimeout:    longest + time.Second, // the gateway's own deadlines come first
 		MaxBatch:       cfg.Limits.Batch,
+		Limits:         gateway.ArgumentLimits(),
 		ArgumentErrors: mode,
 		Logger:         log,
 	})

@@ -79,7 +79,7 @@ func (c *sessionCatalog) Watch() (<-chan struct{}, func()) {
 // resource updates (OnResourceUpdated), so a gateway has one such relay,
 // and no HTTP front beside it.
 func (g *Gateway) SessionRelay(enc *mcp.Encoder, cursorKey []byte, p auth.Principal) session.Relay {
-	r := &sessionRelay{g: g, methods: g.NewMethods(enc, g.NewLister(enc, cursorKey), guard.DefaultLimits()), p: p, view: g.ViewOf(p),
+	r := &sessionRelay{g: g, methods: g.NewMethods(enc, g.NewLister(enc, cursorKey), ArgumentLimits()), p: p, view: g.ViewOf(p),
 		subscriber: "stdio-" + NewRequestID(), wake: make(chan struct{}, 1)}
 	g.OnResourceUpdated(func(subscribers []string, uri string) {
 		if slices.Contains(subscribers, r.subscriber) {
@@ -324,4 +324,17 @@ func NewRequestID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// ArgumentLimits are the sanitizer's bounds on what a caller sends the
+// gateway's tools and prompts, on either front: the core's depth and
+// size bounds, and any member name that passes the checks of a string
+// value. The names are the downstream's to choose ("user-id",
+// "Content-Type") and its pinned schema judges them; held to the core's
+// identifier grammar, a tool the gateway admits and lists could never be
+// called.
+func ArgumentLimits() guard.Limits {
+	lim := guard.DefaultLimits()
+	lim.AnyNames = true
+	return lim
 }

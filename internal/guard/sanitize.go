@@ -27,6 +27,12 @@ type Limits struct {
 	MaxItems int
 	// MaxKeyLen is the longest member name allowed, in bytes.
 	MaxKeyLen int
+	// AnyNames lets a member name be any text that passes the checks of
+	// a string value, not only an identifier. The identifier rule is for
+	// tools whose schemas this project writes; a gateway's tools are
+	// other servers', whose schemas may well name "user-id" or
+	// "Content-Type", and judge the names themselves once pinned.
+	AnyNames bool
 }
 
 // DefaultLimits returns the limits used when the operator sets none:
@@ -62,7 +68,8 @@ const (
 // [*problem.Problem] with code [problem.Validation].
 //
 // args must be a JSON object. Every member name at any depth must match
-// ^[A-Za-z_][A-Za-z0-9_]*$ and be at most lim.MaxKeyLen bytes long; nesting
+// ^[A-Za-z_][A-Za-z0-9_]*$ (unless lim.AnyNames, when it must pass the
+// checks of a string value) and be at most lim.MaxKeyLen bytes long; nesting
 // must not exceed lim.MaxDepth; no object or array may hold more than
 // lim.MaxItems entries; every number must be finite as a float64. String
 // values, once unescaped, must not contain C0 controls other than TAB, LF
@@ -89,17 +96,11 @@ func Sanitize(args jsontext.Value, lim Limits) error {
 
 // SanitizeData is Sanitize for an object that is data rather than a
 // tool's arguments — a client's answer to a server's request, whose member
-// names the server chose (an elicitation form's fields): a member name
-// may then be any text that passes the checks of a string value, within
-// lim.MaxKeyLen. Every other check is Sanitize's.
+// names the server chose (an elicitation form's fields): Sanitize with
+// lim.AnyNames set.
 func SanitizeData(v jsontext.Value, lim Limits) error {
-	s := sanitizers.Get().(*sanitizer)
-	defer s.release()
-	s.freeNames = true
-	if p := s.run(v, lim); p != nil {
-		return p
-	}
-	return nil
+	lim.AnyNames = true
+	return Sanitize(v, lim)
 }
 
 // sanitizers recycles decoders: Sanitize runs on every call and a fresh
@@ -119,8 +120,6 @@ type sanitizer struct {
 	// param is the top-level member being walked, empty while none is.
 	// It is kept as bytes so that accepted calls never build a string.
 	param []byte
-	// freeNames lets member names be any checked text (SanitizeData).
-	freeNames bool
 }
 
 func (s *sanitizer) release() {
@@ -128,7 +127,6 @@ func (s *sanitizer) release() {
 	s.src = bytes.Buffer{}
 	s.dec.Reset(&s.src)
 	s.param = s.param[:0]
-	s.freeNames = false
 	// One long escaped string must not pin a large buffer in the pool.
 	if cap(s.unq) > maxPooledScratch {
 		s.unq = nil
@@ -271,7 +269,7 @@ func (s *sanitizer) checkName(name []byte) *problem.Problem {
 	if len(name) > s.lim.MaxKeyLen {
 		return s.failf("a member name is longer than %d bytes", s.lim.MaxKeyLen)
 	}
-	if s.freeNames {
+	if s.lim.AnyNames {
 		return s.checkText(name)
 	}
 	if !isIdentifier(name) {

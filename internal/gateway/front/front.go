@@ -114,7 +114,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		cfg: opts.Config, g: opts.Gateway, enc: enc, key: opts.Key, log: log, metrics: opts.Metrics,
-		limits: guard.DefaultLimits(), allowed: allowed,
+		limits: gateway.ArgumentLimits(), allowed: allowed,
 		lister:   opts.Gateway.NewLister(enc, derive(opts.Key, "cursor")),
 		sessions: newSessions(derive(opts.Key, "session"), opts.Config.Sessions.TTL.D(), opts.Revocations),
 		calls:    newCalls(),
