@@ -2427,6 +2427,12 @@ mutate gw-stdio-argument-names "the stdio front holds a downstream's argument na
 	'' \
 	-- "$e2epkg" 'TestGatewayDownstreamArgumentNames'
 
+mutate gw-approval-on-return "an approval takes effect only when the server's next walk ends, after review returns" \
+	internal/gateway/admission.go \
+	'\t\t\td\.reread\(\)\n\t\t\td\.discover\(\)' \
+	'\t\t\td.discover()' \
+	-- "$gwpkg" 'TestApprovalInEffectOnReturn'
+
 mutate gw-ledger-forget "removed names are kept without bound" \
 	internal/gateway/admission.go \
 	'forget := admit\.Forget\(removed\)' \

@@ -191,10 +191,14 @@ func (g *Gateway) UseLedger(s ledger.Store) { g.ledger = s }
 func (g *Gateway) Ledger() ledger.Store { return g.ledger }
 
 // Review is the reviewer's side of the gateway's ledger: a decision is
-// picked up at once, by walking the server's list again.
+// in effect when it returns — the server's last lists are judged again
+// before the reviewer is answered, so a tool approved is offered, and one
+// rejected held, to the next call — and the server's lists are then
+// walked again, to judge what it serves now.
 func (g *Gateway) Review() review.Service {
 	return &review.Ledger{Store: g.ledger, Audit: g.audit, Now: g.now, Changed: func(server string) {
 		if d, ok := g.servers[server]; ok {
+			d.reread()
 			d.discover()
 		}
 	}}

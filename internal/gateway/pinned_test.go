@@ -621,3 +621,32 @@ func fixtureLists(t *testing.T, resources, prompts string) (resourcesFile, promp
 	}
 	return resourcesFile, promptsFile
 }
+
+// TestApprovalInEffectOnReturn: when an approval returns, the tool is
+// offered: a reviewer's script that approves a tool and calls it at once
+// does not get "Unknown tool" (newcomer review).
+func TestApprovalInEffectOnReturn(t *testing.T) {
+	yaml := fmt.Sprintf("auth:\n  mode: none\npolicy:\n  rules:\n    - {id: all, tools: [\"*\"], roles: [\"*\"]}\nservers:\n  - name: fx\n    command: [%q]\n    env: {FIXTURE_TOOLS: \"echo,slow\"}\nadmission: {first_use: review}\n", fixtureBin)
+	g := launch(t, yaml, audit.New(&syncBuffer{}), nil, func(snap *catalog.Snapshot) bool { return len(snap.Held) == 2 })
+	digest := func(name string) string {
+		for _, r := range g.catalog.Snapshot().Held {
+			if r.Qualified == name && r.Pending != nil {
+				return r.Pending.Digest
+			}
+		}
+		t.Fatalf("%s does not wait for review", name)
+		return ""
+	}
+	if err := g.Review().Approve(t.Context(), "fx.echo", digest("fx.echo"), "reviewer"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.catalog.Snapshot().Lookup("fx.echo"); !ok {
+		t.Error("fx.echo is not offered when its approval returns")
+	}
+	if err := g.Review().Approve(t.Context(), "fx.slow", digest("fx.slow"), "reviewer"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.catalog.Snapshot().Lookup("fx.slow"); !ok {
+		t.Error("fx.slow is not offered when its approval returns")
+	}
+}

@@ -64,7 +64,9 @@ type Ledger struct {
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// Changed, when set, is told the server whose record changed, so that
-	// a running gateway admits what was approved without a restart.
+	// a running gateway admits what was approved without a restart. The
+	// decision is answered once it returns: a gateway that judges again
+	// before returning has the decision in effect by then.
 	Changed func(server string)
 }
 
