@@ -2433,6 +2433,12 @@ mutate gw-approval-on-return "an approval takes effect only when the server's ne
 	'\t\t\td.discover()' \
 	-- "$gwpkg" 'TestApprovalInEffectOnReturn'
 
+mutate gw-config-stdio-principal-alone "a configuration for --stdio alone must name an HTTP authentication method too" \
+	internal/gateway/config/auth.go \
+	'if v\.noCallers && a\.StdioPrincipal != nil \{' \
+	'if false {' \
+	-- ./internal/gateway/config 'TestStdioPrincipalAlone'
+
 mutate gw-ledger-forget "removed names are kept without bound" \
 	internal/gateway/admission.go \
 	'forget := admit\.Forget\(removed\)' \

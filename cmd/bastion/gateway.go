@@ -70,7 +70,7 @@ Flags:
   --stdio         serve one client on stdin/stdout instead of HTTP; it is
                   auth.stdio_principal (required unless auth mode is none),
                   and the HTTP callers' tokens (auth.tokens_env) need not
-                  be set
+                  be set; the principal may be the only auth key
 
 Relative paths in the file (commands, state_dir, the audit file) are
 relative to the directory the gateway is started in: a desktop client

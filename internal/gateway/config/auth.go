@@ -29,8 +29,13 @@ func (v *validator) auth(c *Config) {
 		return
 	case "":
 		if !methods {
+			if v.noCallers && a.StdioPrincipal != nil {
+				// gateway --stdio alone: its one client is the
+				// principal, and no HTTP caller is authenticated.
+				break
+			}
 			v.fail("auth", "no authentication method is configured (tokens, tokens_env or jwt); "+
-				"set auth: {mode: none} to run without one, on loopback only")
+				"set auth: {mode: none} to run without one, on loopback only, or, for gateway --stdio alone, auth.stdio_principal")
 			return
 		}
 	default:

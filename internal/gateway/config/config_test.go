@@ -316,3 +316,32 @@ func TestRefreshOff(t *testing.T) {
 		t.Fatalf("%v %v", err, c.Discovery.RefreshEvery())
 	}
 }
+
+// TestStdioPrincipalAlone: a configuration for gateway --stdio alone may
+// name its one client and no way to authenticate HTTP callers; the HTTP
+// front refuses it, saying what --stdio would accept.
+func TestStdioPrincipalAlone(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "g.yaml")
+	body := "auth:\n  stdio_principal: {subject: desk, roles: [viewer]}\nservers:\n  - name: a\n    command: [x]\n"
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	unset := func(string) (string, bool) { return "", false }
+	c, err := LoadWithoutCallers(p, unset)
+	if err != nil {
+		t.Fatalf("--stdio with only its principal: %v", err)
+	}
+	if c.Auth.StdioPrincipal == nil || c.Auth.StdioPrincipal.Subject != "desk" {
+		t.Errorf("principal %+v", c.Auth.StdioPrincipal)
+	}
+	if _, err := Load(p, unset); err == nil || !strings.Contains(err.Error(), "for gateway --stdio alone, auth.stdio_principal") {
+		t.Errorf("the HTTP front with only a stdio principal: %v", err)
+	}
+	// Without the principal, --stdio has no one to serve either.
+	if err := os.WriteFile(p, []byte("servers:\n  - name: a\n    command: [x]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadWithoutCallers(p, unset); err == nil || !strings.Contains(err.Error(), "no authentication method") {
+		t.Errorf("--stdio without a principal or a method: %v", err)
+	}
+}
