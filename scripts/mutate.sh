@@ -2439,6 +2439,12 @@ mutate gw-config-stdio-principal-alone "a configuration for --stdio alone must n
 	'if false {' \
 	-- ./internal/gateway/config 'TestStdioPrincipalAlone'
 
+mutate gw-config-yaml-parser-lines "a YAML parser error names the line before the one at fault" \
+	internal/gateway/config/yaml.go \
+	'return fmt\.Sprintf\("line %d: %s", n\+1, problem\)' \
+	'return fmt.Sprintf("line %d: %s", n, problem)' \
+	-- ./internal/gateway/config 'TestSyntaxErrorLines'
+
 mutate gw-ledger-forget "removed names are kept without bound" \
 	internal/gateway/admission.go \
 	'forget := admit\.Forget\(removed\)' \

@@ -345,3 +345,21 @@ func TestStdioPrincipalAlone(t *testing.T) {
 		t.Errorf("--stdio without a principal or a method: %v", err)
 	}
 }
+
+// TestSyntaxErrorLines: a YAML syntax error names the line a reader
+// finds it on, whether the library's parser or its scanner found it.
+func TestSyntaxErrorLines(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"auth:\n  mode: none\n foo: 1\n", "line 3: did not find expected key"},
+		{"auth: {mode: none}\nlog: {level: info}\nservers: [a, b\nlisten: x\n", "line 3: did not find expected ',' or ']'"},
+		{"auth: {mode: none}\nlog: {level: info\nlisten: x\n", "line 2: did not find expected ',' or '}'"},
+		{"servers:\n  - name: a\n  - name: b\n - name: c\n", "line 4: did not find expected key"},
+		{"auth: {mode: none}\nlisten: x\n  state_dir: y\n", "line 3: mapping values are not allowed"},
+		{"auth: {mode: none}\nlisten: @x\n", "line 2: found character that cannot start any token"},
+	} {
+		_, err := Parse([]byte(tc.yaml), env(nil))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
