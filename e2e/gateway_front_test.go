@@ -54,6 +54,13 @@ func TestGatewayFrontRefusals(t *testing.T) {
 		{"fractional id", modernHeaders("tools/list", ""), `{"jsonrpc":"2.0","id":1.5,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, 400, -32600},
 		{"null id", modernHeaders("tools/list", ""), `{"jsonrpc":"2.0","id":null,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, 400, -32600},
 	} {
+		// What the message says where two refusals share a code.
+		says := map[string]string{
+			"method header missing":   "the Mcp-Method header is missing",
+			"method header disagrees": "the Mcp-Method header does not match",
+			"name header missing":     "the Mcp-Name header is missing",
+			"name header disagrees":   "the Mcp-Name header does not match",
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			h := map[string]string{}
 			for k, v := range tc.headers {
@@ -77,6 +84,9 @@ func TestGatewayFrontRefusals(t *testing.T) {
 				} else if res, ok := m["result"].(map[string]any); !ok || res["isError"] != true || tc.code != -32602 {
 					t.Errorf("want error %d, got %s", tc.code, r.body)
 				}
+			}
+			if want, ok := says[tc.name]; ok && !strings.Contains(string(r.body), want) {
+				t.Errorf("the refusal does not say %q: %s", want, r.body)
 			}
 		})
 	}

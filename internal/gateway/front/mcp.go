@@ -104,7 +104,12 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) *exchange {
 	x := &exchange{s: s, r: r, method: "(unread)", rid: requestID()}
 	// One Content-Type: a reader of another copy would read the body as
 	// something else.
-	if ct, err := mcp.MediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" || len(r.Header.Values("Content-Type")) > 1 {
+	if len(r.Header.Values("Content-Type")) > 1 {
+		writeError(w, http.StatusUnsupportedMediaType, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: "Invalid request: the Content-Type header is given more than once"}, false)
+		return x
+	}
+	if ct, err := mcp.MediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
 		writeError(w, http.StatusUnsupportedMediaType, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: "Invalid request: the body must be application/json"}, false)
 		return x
@@ -407,6 +412,9 @@ func (x *exchange) headersAgree(m *jsonrpc.Message) (int, *jsonrpc.Error) {
 		if json.Unmarshal(m.Params, &p) != nil || p.URI == nil {
 			return 0, nil
 		}
+		if len(h.Values(hdrName)) == 0 {
+			return mismatch("the Mcp-Name header is missing")
+		}
 		got, ok := decodeHeaderValue(h.Get(hdrName))
 		if len(h.Values(hdrName)) != 1 || !ok || got != *p.URI {
 			return mismatch("the Mcp-Name header does not match params.uri")
@@ -419,6 +427,9 @@ func (x *exchange) headersAgree(m *jsonrpc.Message) (int, *jsonrpc.Error) {
 		}
 		if json.Unmarshal(m.Params, &p) != nil || p.Name == nil {
 			return 0, nil // the call is refused for its params, not its headers
+		}
+		if len(h.Values(hdrName)) == 0 {
+			return mismatch("the Mcp-Name header is missing")
 		}
 		got, ok := decodeHeaderValue(h.Get(hdrName))
 		if len(h.Values(hdrName)) != 1 || !ok || got != *p.Name {
