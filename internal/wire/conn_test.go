@@ -29,6 +29,21 @@ func wait(t *testing.T, c <-chan struct{}, what string) {
 	}
 }
 
+// fillQueue blocks c's writer on one message to out and fills the queue
+// behind it to its count bound: the next Write has to wait for room.
+func fillQueue(t *testing.T, c *Conn, out *gateWriter) {
+	t.Helper()
+	if err := c.Write(t.Context(), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, out.entered, "the writer to block")
+	for range queueLen {
+		if err := c.Write(t.Context(), []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // newConn returns a Conn over in and out that is closed when the test ends.
 func newConn(t *testing.T, in io.Reader, out io.Writer) *Conn {
 	t.Helper()
@@ -227,15 +242,7 @@ func TestConnFailureReleasesBlockedWriters(t *testing.T) {
 	errBroken := errors.New("broken pipe")
 	out := newGateWriter(errBroken)
 	c := newConn(t, strings.NewReader(""), out)
-	if err := c.Write(t.Context(), []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
-	wait(t, out.entered, "the writer to block")
-	for range queueLen {
-		if err := c.Write(t.Context(), []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fillQueue(t, c, out)
 	// The queue is full: these block until the output fails.
 	const blocked = 8
 	errs := make(chan error, blocked)
@@ -266,15 +273,7 @@ func TestConnWriteContext(t *testing.T) {
 		close(out.release)
 		c.Close()
 	})
-	if err := c.Write(t.Context(), []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
-	wait(t, out.entered, "the writer to block")
-	for range queueLen {
-		if err := c.Write(t.Context(), []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fillQueue(t, c, out)
 	errGone := errors.New("caller gone")
 	ctx, cancel := context.WithCancelCause(t.Context())
 	cancel(errGone)
@@ -489,15 +488,7 @@ func TestConnQueueCancelledWaitersGiveBack(t *testing.T) {
 	for round := range 20 {
 		out := newGateWriter(nil)
 		c := NewConn(strings.NewReader(""), out, 1024)
-		if err := c.Write(t.Context(), []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
-		wait(t, out.entered, "the writer to block")
-		for range queueLen {
-			if err := c.Write(t.Context(), []byte(`{}`)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		fillQueue(t, c, out)
 		const waiters = 64
 		ctx, cancel := context.WithCancel(t.Context())
 		var started, done sync.WaitGroup
@@ -576,15 +567,7 @@ func (d *doneSignal) Done() <-chan struct{} {
 func TestConnShutdownBlockedWrite(t *testing.T) {
 	out := newGateWriter(nil)
 	c := NewConn(strings.NewReader(""), out, 1024)
-	if err := c.Write(t.Context(), []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
-	wait(t, out.entered, "the writer to block")
-	for range queueLen {
-		if err := c.Write(t.Context(), []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fillQueue(t, c, out)
 	ctx := &doneSignal{Context: context.Background(), waiting: make(chan struct{})}
 	writeErr := make(chan error, 1)
 	go func() { writeErr <- c.Write(ctx, []byte(`{}`)) }()
