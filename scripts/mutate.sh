@@ -2445,6 +2445,18 @@ mutate gw-config-yaml-parser-lines "a YAML parser error names the line before th
 	'return fmt.Sprintf("line %d: %s", n, problem)' \
 	-- ./internal/gateway/config 'TestSyntaxErrorLines'
 
+mutate session-request-id-unshared "a tool is not told the request id its call is logged under" \
+	internal/session/call.go \
+	'\tctx = tool\.WithRequestID\(ctx, rid\)\n' \
+	'' \
+	-- ./internal/session 'TestCallRequestID'
+
+mutate gw-stdio-request-id "the stdio front's audit event carries an id of its own, not the one the session logged" \
+	internal/gateway/session.go \
+	'rid := tool\.RequestIDOf\(ctx\)' \
+	'rid := ""' \
+	-- "$gwpkg" 'TestHeldToolAudited'
+
 mutate gw-ledger-forget "removed names are kept without bound" \
 	internal/gateway/admission.go \
 	'forget := admit\.Forget\(removed\)' \

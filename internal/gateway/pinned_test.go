@@ -227,17 +227,21 @@ func TestHeldToolAudited(t *testing.T) {
 		t.Fatal(err)
 	}
 	cat := g.SessionCatalog(enc, make([]byte, 32), auth.Principal{Subject: "stdio"})
-	for _, name := range []string{"fx.echo", "fx.nothing"} {
+	for i, name := range []string{"fx.echo", "fx.nothing"} {
 		tl, ok := cat.Lookup(name)
 		if !ok {
 			t.Fatalf("stdio: %s is refused before the gateway's invoke path", name)
 		}
 		var pe *tool.ProtocolError
-		if _, err := tl.Call(t.Context(), jsontext.Value(`{}`)); !errors.As(err, &pe) || pe.Code != jsonrpc.CodeInvalidParams {
+		ctx := tool.WithRequestID(t.Context(), "stdio-"+strconv.Itoa(i))
+		if _, err := tl.Call(ctx, jsontext.Value(`{}`)); !errors.As(err, &pe) || pe.Code != jsonrpc.CodeInvalidParams {
 			t.Fatalf("stdio: %s: %v", name, err)
 		}
 	}
 	out := buf.String()
+	if !strings.Contains(out, `"request_id":"stdio-0","subject":"stdio","method":"tools/call","tool":"fx.echo"`) {
+		t.Errorf("the audit of a stdio call does not carry the id the session logged it under:\n%s", out)
+	}
 	if n := strings.Count(out, `"tool":"fx.echo","outcome":"invalid","reason":"not_admitted","code":-32602,"status":"pending_review"`); n != 2 {
 		t.Errorf("the audit says fx.echo is held %d times, want 2 (a call from each front):\n%s", n, out)
 	}

@@ -283,7 +283,13 @@ func (t *relayTool) Descriptor() tool.Descriptor { return t.desc }
 func (t *relayTool) TakesRounds() {}
 
 func (t *relayTool) Call(ctx context.Context, args jsontext.Value) (tool.Result, error) {
-	c := Call{Name: t.desc.Name, Arguments: args, Principal: t.p, RequestID: NewRequestID()}
+	// The session's log line of the call carries the id it gave the
+	// call: the audit event carries the same.
+	rid := tool.RequestIDOf(ctx)
+	if rid == "" {
+		rid = NewRequestID()
+	}
+	c := Call{Name: t.desc.Name, Arguments: args, Principal: t.p, RequestID: rid}
 	if p := tool.ProgressOf(ctx); p != nil {
 		c.ProgressToken, c.Progress = p.Token, p.Send
 	}

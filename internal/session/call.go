@@ -231,12 +231,14 @@ func (ss *Session) noteRefusedCall(m *jsonrpc.Message, outcome string) {
 
 // logCall writes the one info line of a tools/call, whatever became of
 // it: the repudiation trail of the threat model. It names the tool, the
-// request id, the outcome ("ok", "is_error", a problem code, or why the
-// call was refused or ended) and the duration; never an argument, a
-// result or a cause, which can quote the caller's data.
-func (ss *Session) logCall(name string, id jsonrpc.ID, outcome string, start time.Time) {
-	ss.log.LogAttrs(context.Background(), slog.LevelInfo, "tools/call", slog.String("tool", name), slog.String("id", id.String()),
-		slog.String("outcome", outcome), slog.Duration("duration", time.Since(start)))
+// JSON-RPC id, the outcome ("ok", "is_error", a problem code, or why the
+// call was refused or ended) and the duration, and for a call that ran,
+// the request_id its tool was given (tool.RequestIDOf); never an
+// argument, a result or a cause, which can quote the caller's data.
+func (ss *Session) logCall(name string, id jsonrpc.ID, outcome string, start time.Time, extra ...slog.Attr) {
+	attrs := append([]slog.Attr{slog.String("tool", name), slog.String("id", id.String()),
+		slog.String("outcome", outcome), slog.Duration("duration", time.Since(start))}, extra...)
+	ss.log.LogAttrs(context.Background(), slog.LevelInfo, "tools/call", attrs...)
 }
 
 // sendProgress writes one notifications/progress to the client. Progress
@@ -480,9 +482,13 @@ func (ss *Session) call(ctx context.Context, c *call, m *jsonrpc.Message, versio
 	t tool.Tool, args jsontext.Value, place *guard.Reservation) []byte {
 	start := time.Now()
 	name := t.Descriptor().Name
+	// The tool is told the id its line is logged under: a gateway's
+	// audit event of the call then carries it too.
+	rid := newRef()
+	ctx = tool.WithRequestID(ctx, rid)
 	// Logged even when the tool panics (runCall recovers and answers).
 	outcome := "panic"
-	defer func() { ss.logCall(name, m.ID, outcome, start) }()
+	defer func() { ss.logCall(name, m.ID, outcome, start, slog.String("request_id", rid)) }()
 	res, err := ss.guarded(ctx, c, m.ID, t, args, place)
 	outcome = "ok"
 	if err == nil {

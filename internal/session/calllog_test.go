@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/mcp-bastion/bastion/internal/session"
+	"github.com/mcp-bastion/bastion/internal/tool"
 )
 
 // lockedBuffer is a log sink the session's goroutines may share.
@@ -115,5 +118,47 @@ func TestCallLogLine(t *testing.T) {
 		if rec["tool"] != w.tool || rec["outcome"] != w.outcome {
 			t.Errorf("call %s: tool %v outcome %v, want %q %q", id, rec["tool"], rec["outcome"], w.tool, w.outcome)
 		}
+		// A call that ran carries the request id its tool was given;
+		// one refused before it ran has none.
+		rid, _ := rec["request_id"].(string)
+		if ran := id == "1" || id == "2" || id == "5"; ran != (len(rid) == 16) {
+			t.Errorf("call %s: request_id %q", id, rid)
+		}
+	}
+}
+
+// TestCallRequestID: the tool is told the request id its call's log line
+// carries, so that what it records of the call (a gateway's audit event)
+// can be matched with that line.
+func TestCallRequestID(t *testing.T) {
+	var logs lockedBuffer
+	seen := make(chan string, 1)
+	rec := tool.MustNew(tool.Descriptor{
+		Name:        "rec",
+		InputSchema: jsontext.Value(`{"type":"object","additionalProperties":false}`),
+		Annotations: tool.ReadOnly,
+	}, func(ctx context.Context, _ struct{}) (blockOut, error) {
+		seen <- tool.RequestIDOf(ctx)
+		return blockOut{OK: true}, nil
+	})
+	reg, err := tool.NewRegistry(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, context.Background(), session.Options{Tools: reg,
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	h.init()
+	h.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rec","arguments":{}}}`)
+	h.recv()
+	rid := <-seen
+	if len(rid) != 16 {
+		t.Fatalf("the tool was given request id %q", rid)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), `"msg":"tools/call"`) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), `"request_id":"`+rid+`"`) {
+		t.Errorf("the call's log line does not carry the id its tool was given (%s):\n%s", rid, logs.String())
 	}
 }

@@ -98,6 +98,23 @@ func (e *ProtocolError) Error() string {
 	return fmt.Sprintf("tool: JSON-RPC error %d: %s", e.Code, e.Message)
 }
 
+// requestIDKey carries the id the server's log gives a call.
+type requestIDKey struct{}
+
+// WithRequestID returns ctx carrying id, the id under which the server
+// logs the call, so that what a tool records of it (a gateway's audit
+// event, the request it sends on) can be matched with that line.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// RequestIDOf returns the request id of the call ctx belongs to, "" for
+// none.
+func RequestIDOf(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
 // progressKey carries a call's progress reporting in its context.
 type progressKey struct{}
 
