@@ -601,7 +601,7 @@ func TestGatewayRuleThatDoesNotCompile(t *testing.T) {
 	}
 	for _, args := range [][]string{{"gateway", "--check", "--config", path}, {"gateway", "--config", path}} {
 		_, errOut, code := runBastion(t, baseEnv("E2E_TOKENS="+tokensEnv(), "MCP_GATEWAY_SESSION_KEY="+gwSessionKey), args...)
-		if code != 2 || !strings.Contains(errOut, `policy.rules (line 4): rule "big-refunds": when:`) {
+		if code != 2 || !strings.Contains(errOut, `policy.rules[0] (line 5): rule "big-refunds": when:`) {
 			t.Errorf("%v: exit %d: %s", args, code, errOut)
 		}
 		if strings.Contains(errOut, adminToken) {

@@ -2457,6 +2457,12 @@ mutate gw-stdio-request-id "the stdio front's audit event carries an id of its o
 	'rid := ""' \
 	-- "$gwpkg" 'TestHeldToolAudited'
 
+mutate gw-config-rule-line "a rule that does not compile is reported at the rules list, not at its own line" \
+	internal/gateway/config/auth.go \
+	'path = fmt\.Sprintf\("policy\.rules\[%d\]", re\.Index\)' \
+	'path = "policy.rules"; _ = re' \
+	-- ./internal/gateway/config 'TestErrorsGiveTheLine'
+
 mutate gw-ledger-forget "removed names are kept without bound" \
 	internal/gateway/admission.go \
 	'forget := admit\.Forget\(removed\)' \

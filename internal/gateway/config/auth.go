@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -144,7 +145,11 @@ func (v *validator) roles(path string, roles []string) {
 // rate limit.
 func (v *validator) policy(c *Config) {
 	if _, err := policy.Compile(c.PolicyRules()); err != nil {
-		v.fail("policy.rules", "%s", strings.TrimPrefix(err.Error(), "policy: "))
+		path := "policy.rules"
+		if re, ok := errors.AsType[*policy.RuleError](err); ok {
+			path = fmt.Sprintf("policy.rules[%d]", re.Index) // the rule's own line
+		}
+		v.fail(path, "%s", strings.TrimPrefix(err.Error(), "policy: "))
 	}
 	if r := c.Policy.Rate; r != nil && r.PerPrincipal == "off" {
 		c.Policy.Rate = nil

@@ -110,7 +110,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"jwt", "auth:\n  jwt: {jwks_url: \"http://idp.example/jwks\", algorithms: [HS256], leeway: 1h}\nservers:\n  - name: a\n    command: [x]\n",
 			[]string{"auth.jwt.issuer: is required", "auth.jwt.jwks_url: http is allowed only to a loopback", "auth.jwt.algorithms[0]: must be one of", "auth.jwt.leeway: must be from"}},
 		{"rule that does not compile", minimal + "policy:\n  rules:\n    - {id: refunds, tools: [\"*\"], roles: [\"*\"], when: \"args.amount <=\"}\n",
-			[]string{`policy.rules: rule "refunds": when:`}},
+			[]string{`policy.rules[0] (line 8): rule "refunds": when:`}},
 		{"rate", minimal + "policy: {rate: {per_principal: fast}}\n", []string{"policy.rate.per_principal: must be a count per s, m or h"}},
 		{"auth none off loopback", "listen: 0.0.0.0:8080\npublic_url: http://gw.example:8080/mcp\nauth: {mode: none}\nservers:\n  - name: a\n    command: [x]\n",
 			[]string{"listen: with auth mode none the gateway listens on a loopback address only"}},
@@ -176,8 +176,10 @@ func TestErrorsGiveTheLine(t *testing.T) {
 		{"servers:\n  - name: a\n    command: [x]\nlisten: 8080\n", "listen (line 4): "},
 		{"servers:\n  - name: a\n    command: [x]\nadmission:\n  first_use: reveiw\n", "admission.first_use (line 5): "},
 		{"servers:\n  - name: a\n    command: [x]\n  - name: Bad.Name\n    command: [y]\n", "servers[1].name (line 4): "},
-		{"servers:\n  - name: a\n    command: [x]\npolicy:\n  rules:\n    - id: r\n      tools: [\"*\"]\n", `policy.rules (line 5): rule "r": roles must`},
+		{"servers:\n  - name: a\n    command: [x]\npolicy:\n  rules:\n    - id: r\n      tools: [\"*\"]\n", `policy.rules[0] (line 6): rule "r": roles must`},
 		{"servers: []\n", "servers (line 1): "},
+		{"servers:\n  - name: a\n    command: [x]\npolicy:\n  rules:\n    - {id: a, tools: [\"*\"], roles: [\"*\"]}\n    - {id: b, tools: [\"*\"], roles: [\"*\"],\n       when: \"args.x <=\"}\n",
+			`policy.rules[1] (line 7): rule "b": when:`},
 	} {
 		_, err := Parse([]byte(tc.yaml), env(nil))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -153,9 +153,22 @@ var idSyntax = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 // not hold a call.
 const costLimit = 100_000
 
+// RuleError is a rule Compile refused, by its position in the list, so
+// that a configuration can say where the rule is.
+type RuleError struct {
+	Index int
+	Err   error
+}
+
+func (e *RuleError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the error naming the rule and what is wrong with it.
+func (e *RuleError) Unwrap() error { return e.Err }
+
 // Compile checks and compiles rules. Every error names the rule (by id,
-// or by position when it has none) and what is wrong with it; a condition
-// that does not parse, does not type-check or is not boolean is one.
+// or by position when it has none) and what is wrong with it, and is a
+// *RuleError; a condition that does not parse, does not type-check or is
+// not boolean is one.
 func Compile(rules []Rule) (*Policy, error) {
 	env, err := newEnv()
 	if err != nil {
@@ -170,38 +183,38 @@ func Compile(rules []Rule) (*Policy, error) {
 		}
 		switch {
 		case !idSyntax.MatchString(r.ID):
-			return nil, fmt.Errorf("policy: %s: id must be 1-64 characters of [A-Za-z0-9_.:-]", name)
+			return nil, &RuleError{Index: i, Err: fmt.Errorf("policy: %s: id must be 1-64 characters of [A-Za-z0-9_.:-]", name)}
 		case seen[r.ID]:
-			return nil, fmt.Errorf("policy: %s: the id is used by another rule", name)
+			return nil, &RuleError{Index: i, Err: fmt.Errorf("policy: %s: the id is used by another rule", name)}
 		case len(r.Tools) == 0 && len(r.Prompts) == 0 && len(r.Resources) == 0:
-			return nil, fmt.Errorf("policy: %s: tools, prompts or resources must name at least one pattern", name)
+			return nil, &RuleError{Index: i, Err: fmt.Errorf("policy: %s: tools, prompts or resources must name at least one pattern", name)}
 		case len(r.Roles) == 0:
-			return nil, fmt.Errorf("policy: %s: roles must name at least one role, or \"*\"", name)
+			return nil, &RuleError{Index: i, Err: fmt.Errorf("policy: %s: roles must name at least one role, or \"*\"", name)}
 		}
 		seen[r.ID] = true
 		c := compiled{Rule: r, roles: map[string]bool{}}
 		for _, t := range r.Tools {
 			if t == "" || strings.TrimSpace(t) != t {
-				return nil, fmt.Errorf("policy: %s: a tool pattern must be non-empty, without surrounding space", name)
+				return nil, &RuleError{Index: i, Err: fmt.Errorf("policy: %s: a tool pattern must be non-empty, without surrounding space", name)}
 			}
 			c.patterns = append(c.patterns, strings.ToLower(t))
 		}
 		for _, t := range r.Prompts {
 			if t == "" || strings.TrimSpace(t) != t {
-				return nil, fmt.Errorf("policy: %s: a prompt pattern must be non-empty, without surrounding space", name)
+				return nil, &RuleError{Index: i, Err: fmt.Errorf("policy: %s: a prompt pattern must be non-empty, without surrounding space", name)}
 			}
 			c.prompts = append(c.prompts, strings.ToLower(t))
 		}
 		for _, t := range r.Resources {
 			server, uri, ok := strings.Cut(t, ":")
 			if t == "" || strings.TrimSpace(t) != t || !ok || server == "" || uri == "" {
-				return nil, fmt.Errorf("policy: %s: a resource pattern must be <server pattern>:<URI pattern>, without surrounding space", name)
+				return nil, &RuleError{Index: i, Err: fmt.Errorf("policy: %s: a resource pattern must be <server pattern>:<URI pattern>, without surrounding space", name)}
 			}
 			if strings.ToLower(server) != server {
 				// Server names are lower case: a pattern that is not could
 				// never match, and a carve-out that matches nothing lets
 				// the broader rule after it decide.
-				return nil, fmt.Errorf("policy: %s: the server half of a resource pattern must be in lower case, as server names are", name)
+				return nil, &RuleError{Index: i, Err: fmt.Errorf("policy: %s: the server half of a resource pattern must be in lower case, as server names are", name)}
 			}
 			c.resource = append(c.resource, resourcePattern{server: server, uri: uri})
 		}
@@ -210,14 +223,14 @@ func Compile(rules []Rule) (*Policy, error) {
 			case role == "*":
 				c.anyRole = true
 			case !ValidRole(role):
-				return nil, fmt.Errorf("policy: %s: role %q is not 1-64 characters of [A-Za-z0-9_.:-]", name, role)
+				return nil, &RuleError{Index: i, Err: fmt.Errorf("policy: %s: role %q is not 1-64 characters of [A-Za-z0-9_.:-]", name, role)}
 			default:
 				c.roles[role] = true
 			}
 		}
 		if r.When != "" {
 			if c.when, err = compileCondition(env, r.When); err != nil {
-				return nil, fmt.Errorf("policy: %s: when: %w", name, err)
+				return nil, &RuleError{Index: i, Err: fmt.Errorf("policy: %s: when: %w", name, err)}
 			}
 		}
 		p.rules = append(p.rules, c)
