@@ -988,6 +988,11 @@ func TestGatewayCheckAndStart(t *testing.T) {
 	if _, errOut, code := runBastion(t, noTokens, "gateway", "--check", "--config", withPrincipal); code != 2 || !strings.Contains(errOut, "auth.tokens_env") {
 		t.Errorf("--check without the callers' tokens: exit %d: %s", code, errOut)
 	}
+	// Neither the tokens nor the session key: one run names both.
+	if _, errOut, code := runBastion(t, baseEnv(), "gateway", "--check", "--config", withPrincipal); code != 2 ||
+		!strings.Contains(errOut, "auth.tokens_env") || !strings.Contains(errOut, "MCP_GATEWAY_SESSION_KEY: not set") {
+		t.Errorf("--check without the tokens and the session key: exit %d: %s", code, errOut)
+	}
 	// A server whose command cannot be started is told at --check, not
 	// found at run time as a server that fails closed.
 	for _, command := range []string{`["bin/no-such-server"]`, `["no-such-server-on-path"]`, fmt.Sprintf("[%q]", dir)} {

@@ -2463,6 +2463,12 @@ mutate gw-config-rule-line "a rule that does not compile is reported at the rule
 	'path = "policy.rules"; _ = re' \
 	-- ./internal/gateway/config 'TestErrorsGiveTheLine'
 
+mutate gw-check-key-with-file-errors "--check names the missing session key only once the file's own errors are fixed" \
+	cmd/bastion/gateway.go \
+	'if off, offErr := gwconfig\.LoadOffline\(\*path, getenv\); offErr == nil && !\*stdioMode \{' \
+	'if off, offErr := gwconfig.LoadOffline(*path, getenv); false && offErr == nil && !*stdioMode {' \
+	-- "$e2epkg" 'TestGatewayCheckAndStart'
+
 mutate gw-ledger-forget "removed names are kept without bound" \
 	internal/gateway/admission.go \
 	'forget := admit\.Forget\(removed\)' \

@@ -113,8 +113,17 @@ func gatewayCmd(ctx context.Context, args []string, e env) int {
 	}
 	cfg, err := load(*path, getenv)
 	if err != nil {
+		lines := splitJoined(err)
+		// The session key is judged once the file loads. When only what
+		// the environment lacks stopped it (the file loads offline), the
+		// key is judged too: one run names every variable to set.
+		if off, offErr := gwconfig.LoadOffline(*path, getenv); offErr == nil && !*stdioMode {
+			if _, keyErr := sessionKey(off, getenv); keyErr != nil {
+				lines = append(lines, keyErr.Error())
+			}
+		}
 		fmt.Fprintln(e.stderr, "bastion gateway: invalid configuration:")
-		for _, line := range splitJoined(err) {
+		for _, line := range lines {
 			fmt.Fprintf(e.stderr, "  %s\n", line)
 		}
 		return exitUsage
