@@ -2403,11 +2403,17 @@ mutate gw-claims-ledger "a server down at start claims nothing the ledger holds 
 	'' \
 	-- "$gwpkg" 'TestClaimsOutliveTheServer'
 
-mutate gw-pending-evidence "what waits for review keeps the identity and findings of its first walk" \
+mutate gw-pending-findings "the reviewer reads the findings of the record's first walk, not those of what is served" \
 	internal/gateway/admission.go \
-	'case evidenceChanged\(\*p, r\):' \
+	'case findingsChanged\(\*p, r\):' \
 	'case false:' \
-	-- "$gwpkg" 'TestPendingEvidenceFollowsServer'
+	-- "$gwpkg" 'TestPendingEvidence'
+
+mutate gw-pending-identity-unseen "a changed identity is written into what waits, and an approval of the digest pins it unseen" \
+	internal/gateway/admission.go \
+	'changed = append\(changed, w\)' \
+	'changed = append(changed, r); _ = w' \
+	-- "$gwpkg" 'TestPendingEvidence'
 
 mutate gw-stdio-unknown-audited "the stdio front refuses a name the catalog does not offer itself, unaudited" \
 	internal/gateway/session.go \

@@ -71,12 +71,21 @@ func (a gate) Judge(srv catalog.Server, kind admit.Kind, entries []catalog.Entry
 			case p == nil || verdictChanged(*p, r):
 				changed = append(changed, r)
 				events = append(events, admissionEvent(r, e.Digest, string(mode)))
-			case evidenceChanged(*p, r):
-				// Not a new verdict, so no event; but what waits
-				// must be what is served now: an approval pins the
-				// pending identity, and the reviewer reads its
-				// findings.
-				changed = append(changed, r)
+			case findingsChanged(*p, r):
+				// Not a new verdict, so no event; but the reviewer
+				// reads the findings of what waits. Only they are
+				// written: the identity waiting is what an approval
+				// pins, and the approval names only the digest, so a
+				// server that changed its identity since the reviewer
+				// read the record would have the new one approved
+				// unseen. Left as it was, the old one is pinned and
+				// the next walk quarantines the tool again, for the
+				// reviewer to read the new identity.
+				w := *p
+				pending := *p.Pending
+				pending.Findings = r.Pending.Findings
+				w.Pending, w.Updated = &pending, r.Updated
+				changed = append(changed, w)
 			}
 		}
 		removed := make([]admit.Record, 0, len(prev))
@@ -162,15 +171,11 @@ func verdictChanged(a, b admit.Record) bool {
 	return a.Status != b.Status || a.Reason != b.Reason || a.Digest != b.Digest || pending(a) != pending(b)
 }
 
-// evidenceChanged reports whether what waits for review changed beside
-// its digest: the server's identity (a new version serving the same
-// descriptor) or the scanner's findings (another server configured that
-// the descriptor names).
-func evidenceChanged(a, b admit.Record) bool {
-	if a.Pending == nil || b.Pending == nil {
-		return a.Pending != b.Pending
-	}
-	return a.Pending.Identity != b.Pending.Identity || !slices.Equal(a.Pending.Findings, b.Pending.Findings)
+// findingsChanged reports whether the scanner's findings on what waits
+// for review changed though its digest did not (another server
+// configured, which the descriptor names).
+func findingsChanged(a, b admit.Record) bool {
+	return a.Pending != nil && b.Pending != nil && !slices.Equal(a.Pending.Findings, b.Pending.Findings)
 }
 
 func admissionEvent(r admit.Record, digest, mode string) audit.Event {
