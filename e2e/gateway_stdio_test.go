@@ -580,3 +580,49 @@ func TestGatewayStdioAsks(t *testing.T) {
 	})
 	waitUntil(t, "no child left", func() bool { return len(leftovers(mark)) == 0 })
 }
+
+// TestGatewayLogsNoCallerText: a tools/call or prompts/get naming no tool
+// or prompt the catalog holds, with a name that is not one (a secret, a
+// bidirectional override, a line break that would forge a log line), is
+// logged as "(not a tool name)" on both fronts, and the stdio session's
+// line names the outcome unknown_tool.
+func TestGatewayLogsNoCallerText(t *testing.T) {
+	const secret = "hunter2-zq7"
+	name := "password=" + secret + " \u202e\nlevel=ERROR msg=forged"
+	mark := newMark()
+	path, _ := stdioRelayConfig(t, mark)
+	p := start(t, "bastion", []string{"gateway", "--stdio", "--config", path}, baseEnv("E2E_TOKENS="+tokensEnv()))
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{}}
+	p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"_meta": meta, "name": name, "arguments": map[string]any{}}})
+	if m := mustJSON(t, p.recvID(1)); !strings.Contains(m, "-32602") {
+		t.Errorf("stdio: a call of no tool: %s", m)
+	}
+	p.sendJSON(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "prompts/get", "params": map[string]any{"_meta": meta, "name": name}})
+	p.recvID(2)
+	p.closeStdin()
+	p.wait()
+	stdioLog := p.stderr.String()
+	if !strings.Contains(stdioLog, `"tool":"(not a tool name)"`) || !strings.Contains(stdioLog, `"outcome":"unknown_tool"`) {
+		t.Errorf("stdio: the call's line:\n%s", stdioLog)
+	}
+
+	g := startGateway(t, mark, fixture("fx", mark, nil), "")
+	s := g.legacy("2025-11-25")
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": map[string]any{"name": name, "arguments": map[string]any{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.post(ctxT(t), string(body)); !strings.Contains(string(r.body), "-32602") {
+		t.Errorf("http: a call of no tool: %s", r.body)
+	}
+	g.stop()
+	httpLog := g.p.stderr.String()
+	if !strings.Contains(httpLog, `"tool":"(not a tool name)"`) {
+		t.Errorf("http: the call's line:\n%s", httpLog)
+	}
+	for front, log := range map[string]string{"stdio": stdioLog, "http": httpLog} {
+		if strings.Contains(log, secret) || strings.Contains(log, "\u202e") || strings.Contains(log, "forged") {
+			t.Errorf("%s: the log holds the caller's text:\n%s", front, log)
+		}
+	}
+}

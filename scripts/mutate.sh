@@ -2475,6 +2475,24 @@ mutate gw-check-key-with-file-errors "--check names the missing session key only
 	'if off, offErr := gwconfig.LoadOffline(*path, getenv); false && offErr == nil && !*stdioMode {' \
 	-- "$e2epkg" 'TestGatewayCheckAndStart'
 
+mutate gw-stdio-log-caller-name "the stdio front logs a name the catalog does not hold as the caller sent it" \
+	internal/gateway/session.go \
+	'desc := tool\.Descriptor\{Name: LogName\(name\)\}' \
+	'desc := tool.Descriptor{Name: name}' \
+	-- "$e2epkg" 'TestGatewayLogsNoCallerText'
+
+mutate gw-http-log-caller-name "the HTTP front logs a tools/call's name as the caller sent it" \
+	internal/gateway/front/mcp.go \
+	'slog\.String\("tool", gateway\.LogName\(\*p\.Name\)\)' \
+	'slog.String("tool", problem.Cap(*p.Name))' \
+	-- "$e2epkg" 'TestGatewayLogsNoCallerText'
+
+mutate gw-stdio-unknown-outcome "the stdio session's line of a call of no tool says error_-32602, not unknown_tool" \
+	internal/gateway/session.go \
+	'pe\.Outcome = "unknown_tool"' \
+	'pe.Outcome = ""' \
+	-- "$e2epkg" 'TestGatewayLogsNoCallerText'
+
 mutate gw-ledger-forget "removed names are kept without bound" \
 	internal/gateway/admission.go \
 	'forget := admit\.Forget\(removed\)' \

@@ -155,7 +155,7 @@ func (ms *Methods) getPrompt(ctx context.Context, r MethodRequest) (_ []byte, er
 			return nil, invalidParams("arguments exceed the gateway's bounds")
 		}
 	}
-	defer ms.logged(ctx, r, time.Now(), &err, slog.String("prompt", problem.Cap(*p.Name)))
+	defer ms.logged(ctx, r, time.Now(), &err, slog.String("prompt", logName(*p.Name, "(not a prompt name)")))
 	res, err := ms.g.GetPrompt(ctx, PromptGet{Name: *p.Name, Arguments: p.Arguments, RequestID: r.RequestID, Principal: r.Principal})
 	if err != nil {
 		return nil, err

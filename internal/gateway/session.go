@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"regexp"
 	"slices"
 	"sync"
 
@@ -51,11 +52,33 @@ func (c *sessionCatalog) List(version string, cursor *string) ([]byte, *jsonrpc.
 // back (pending review, quarantined, rejected), why. Refused here, the
 // session would answer the same error with no audit event.
 func (c *sessionCatalog) Lookup(name string) (tool.Tool, bool) {
-	desc := tool.Descriptor{Name: name}
+	// The descriptor's name is what the session logs: a name the
+	// catalog does not hold is the caller's text, logged only in the
+	// form of a name.
+	desc := tool.Descriptor{Name: LogName(name)}
 	if t, ok := c.g.catalog.Snapshot().Lookup(name); ok {
 		desc = tool.Descriptor{Name: t.Public, InputSchema: t.InputSchema}
 	}
-	return &relayTool{g: c.g, p: c.p, desc: desc}, true
+	return &relayTool{g: c.g, p: c.p, name: name, desc: desc}, true
+}
+
+// logNameSyntax is the MCP tool-name rule (SEP-986); a qualified name is
+// held to the same length.
+var logNameSyntax = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// LogName is how a tool name a caller sent is written in the log: as
+// sent when it has the form of a name, else "(not a tool name)". A
+// caller's text — a sentence, a secret, control or bidirectional
+// characters, a megabyte — does not reach the operator's log, as the
+// session core keeps it from its own lines.
+func LogName(name string) string { return logName(name, "(not a tool name)") }
+
+// logName is name when it has the form of a name, else instead.
+func logName(name, instead string) string {
+	if logNameSyntax.MatchString(name) {
+		return name
+	}
+	return instead
 }
 
 // Watch signals a change of the tools the one client can see, and only
@@ -271,8 +294,11 @@ func (g *Gateway) watchView(view View, changed func(mcp.Listen), lists ...int) (
 
 // relayTool is one catalog tool as a session calls it.
 type relayTool struct {
-	g    *Gateway
-	p    auth.Principal
+	g *Gateway
+	p auth.Principal
+	// name is the name the caller sent, which Invoke resolves; desc's
+	// is the one logged (LogName's for a name the catalog does not hold).
+	name string
 	desc tool.Descriptor
 }
 
@@ -289,7 +315,7 @@ func (t *relayTool) Call(ctx context.Context, args jsontext.Value) (tool.Result,
 	if rid == "" {
 		rid = NewRequestID()
 	}
-	c := Call{Name: t.desc.Name, Arguments: args, Principal: t.p, RequestID: rid}
+	c := Call{Name: t.name, Arguments: args, Principal: t.p, RequestID: rid}
 	if p := tool.ProgressOf(ctx); p != nil {
 		c.ProgressToken, c.Progress = p.Token, p.Send
 	}
@@ -312,7 +338,11 @@ func (t *relayTool) Call(ctx context.Context, args jsontext.Value) (tool.Result,
 	res, err := t.g.Invoke(ctx, c)
 	var gwErr *Error
 	if errors.As(err, &gwErr) {
-		return tool.Result{}, &tool.ProtocolError{Code: gwErr.Code, Message: gwErr.Message, Data: gwErr.Data}
+		pe := &tool.ProtocolError{Code: gwErr.Code, Message: gwErr.Message, Data: gwErr.Data}
+		if gwErr.unknown {
+			pe.Outcome = "unknown_tool" // as the HTTP front's log and the session's own say
+		}
+		return tool.Result{}, pe
 	}
 	if err != nil {
 		return tool.Result{}, err

@@ -520,7 +520,10 @@ func (ss *Session) call(ctx context.Context, c *call, m *jsonrpc.Message, versio
 	)
 	switch {
 	case errors.As(err, &protoErr):
-		outcome = "error_" + strconv.Itoa(protoErr.Code)
+		outcome = protoErr.Outcome
+		if outcome == "" {
+			outcome = "error_" + strconv.Itoa(protoErr.Code)
+		}
 		return jsonrpc.AppendError(nil, &jsonrpc.Error{ID: m.ID, Code: protoErr.Code, Message: protoErr.Message, Data: protoErr.Data})
 	case errors.As(err, &argErr):
 		outcome = string(argErr.Problem.Code)

@@ -92,6 +92,9 @@ type ProtocolError struct {
 	Message string
 	// Data is error.data, nil for none.
 	Data jsontext.Value
+	// Outcome names the refusal in the server's log line of the call
+	// ("unknown_tool"); "" for error_<code>.
+	Outcome string
 }
 
 func (e *ProtocolError) Error() string {

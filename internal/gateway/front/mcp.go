@@ -711,7 +711,7 @@ func (x *exchange) call(ctx context.Context, m *jsonrpc.Message, progress func(j
 		// attributes (the id's text among them) before seeing that the
 		// level is off, as a busy gateway's is.
 		if s.log.Enabled(ctx, slog.LevelInfo) {
-			s.log.Info("tools/call", slog.String("request_id", x.rid), slog.String("tool", problem.Cap(*p.Name)), slog.String("id", problem.Cap(m.ID.String())),
+			s.log.Info("tools/call", slog.String("request_id", x.rid), slog.String("tool", gateway.LogName(*p.Name)), slog.String("id", problem.Cap(m.ID.String())),
 				slog.String("outcome", outcome), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
 		}
 	}()
