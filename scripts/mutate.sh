@@ -2493,6 +2493,12 @@ mutate gw-stdio-unknown-outcome "the stdio session's line of a call of no tool s
 	'pe.Outcome = ""' \
 	-- "$e2epkg" 'TestGatewayLogsNoCallerText'
 
+mutate gw-argcase-dashes "an argument named as a declared one but for dashes or underscores passes the case-variant check" \
+	internal/gateway/argcase.go \
+	'if strings\.ContainsAny\(name, "-_"\) \{' \
+	'if false {' \
+	-- "$gwpkg" 'TestCaseVariant'
+
 mutate gw-ledger-forget "removed names are kept without bound" \
 	internal/gateway/admission.go \
 	'forget := admit\.Forget\(removed\)' \

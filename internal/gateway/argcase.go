@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -23,7 +24,10 @@ import (
 //
 // Names fold as foldedDuplicate folds them (foldCase), which is
 // encoding/json's folding rune for rune: the Kelvin sign K folds to k,
-// long s ſ to s, dotted İ and dotless ı to i.
+// long s ſ to s, dotted İ and dotless ı to i; and, here, without their
+// dashes and underscores, which json/v2's case:ignore matching drops
+// ("amo-unt" and "a_mount" are read as "amount"), and which a name the
+// gateway passes may hold (guard.Limits.AnyNames).
 //
 // Every object level the schema describes is searched, as foldedDuplicate
 // searches every level: the value of a member goes with its properties
@@ -111,7 +115,7 @@ func (w *caseWalk) array(ss []*jsonschema.Schema) bool {
 
 // foldsTo returns the property name of ss that name folds to.
 func (w *caseWalk) foldsTo(ss []*jsonschema.Schema, name string) (string, bool) {
-	folded := foldCase(name)
+	folded := variantFold(name)
 	for _, s := range ss {
 		if len(s.Properties) == 0 {
 			continue
@@ -120,7 +124,7 @@ func (w *caseWalk) foldsTo(ss []*jsonschema.Schema, name string) (string, bool) 
 		if !ok {
 			m = make(map[string]string, len(s.Properties))
 			for p := range s.Properties {
-				m[foldCase(p)] = p
+				m[variantFold(p)] = p
 			}
 			if w.folds == nil {
 				w.folds = map[*jsonschema.Schema]map[string]string{}
@@ -230,4 +234,13 @@ func describesMembers(ss []*jsonschema.Schema) bool {
 		}
 	}
 	return false
+}
+
+// variantFold is name folded as caseVariant compares names: case folded
+// (foldCase), dashes and underscores dropped.
+func variantFold(name string) string {
+	if strings.ContainsAny(name, "-_") {
+		name = strings.NewReplacer("-", "", "_", "").Replace(name)
+	}
+	return foldCase(name)
 }

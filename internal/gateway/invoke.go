@@ -311,7 +311,7 @@ func (g *Gateway) decide(c Call, t *catalog.Tool) (policy.Decision, error) {
 	// as a condition, so it is refused on every call, on the one path
 	// both fronts take.
 	if given, declared, ok := caseVariant(t.Input, c.Arguments); ok {
-		return d, tool.NewArgumentError(fmt.Sprintf("arguments: %s differs only in case from the declared argument %s and is refused", problem.Quote(given), problem.Quote(declared)))
+		return d, tool.NewArgumentError(fmt.Sprintf("arguments: %s differs only in case (or in dashes and underscores) from the declared argument %s and is refused", problem.Quote(given), problem.Quote(declared)))
 	}
 	if !d.NeedsArgs {
 		return d, nil
