@@ -2445,10 +2445,10 @@ mutate gw-config-stdio-principal-alone "a configuration for --stdio alone must n
 	'if false {' \
 	-- ./internal/gateway/config 'TestStdioPrincipalAlone'
 
-mutate gw-config-yaml-parser-lines "a YAML parser error names the line before the one at fault" \
+mutate gw-config-yaml-parser-lines "a YAML parser error names the line before the one it means" \
 	internal/gateway/config/yaml.go \
-	'return fmt\.Sprintf\("line %d: %s", n\+1, problem\)' \
-	'return fmt.Sprintf("line %d: %s", n, problem)' \
+	'return fmt\.Sprintf\("line %d or the block that begins there: %s", n\+1, problem\)' \
+	'return fmt.Sprintf("line %d or the block that begins there: %s", n, problem)' \
 	-- ./internal/gateway/config 'TestSyntaxErrorLines'
 
 mutate session-request-id-unshared "a tool is not told the request id its call is logged under" \

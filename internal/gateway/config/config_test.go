@@ -348,14 +348,16 @@ func TestStdioPrincipalAlone(t *testing.T) {
 	}
 }
 
-// TestSyntaxErrorLines: a YAML syntax error names the line a reader
-// finds it on, whether the library's parser or its scanner found it.
+// TestSyntaxErrorLines: a YAML syntax error names, counted from 1, the
+// line where it was found (the scanner's problems), or that line or the
+// one where the collection it breaks begins (the parser's).
 func TestSyntaxErrorLines(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
-		{"auth:\n  mode: none\n foo: 1\n", "line 3: did not find expected key"},
-		{"auth: {mode: none}\nlog: {level: info}\nservers: [a, b\nlisten: x\n", "line 3: did not find expected ',' or ']'"},
-		{"auth: {mode: none}\nlog: {level: info\nlisten: x\n", "line 2: did not find expected ',' or '}'"},
-		{"servers:\n  - name: a\n  - name: b\n - name: c\n", "line 4: did not find expected key"},
+		{"auth:\n  mode: none\n foo: 1\n", "line 3 or the block that begins there: did not find expected key"},
+		{"auth: {mode: none}\nlog: {level: info}\nservers: [a, b\nlisten: x\n", "line 3 or the block that begins there: did not find expected ',' or ']'"},
+		{"auth: {mode: none}\nlog: {level: info\nlisten: x\n", "line 2 or the block that begins there: did not find expected ',' or '}'"},
+		{"servers:\n  - name: a\n  - name: b\n - name: c\n", "line 4 or the block that begins there: did not find expected key"},
+		{"x: 1\nauth:\n  mode: none\n  log: info\n  a:\n    b: 1\n   c: 2\n", "line 3 or the block that begins there: did not find expected key"},
 		{"auth: {mode: none}\nlisten: x\n  state_dir: y\n", "line 3: mapping values are not allowed"},
 		{"auth: {mode: none}\nlisten: @x\n", "line 2: found character that cannot start any token"},
 	} {

@@ -99,10 +99,12 @@ func lineOf(lines map[string]int, path string) int {
 // yamlMessage strips the package prefix from a parse error.
 func yamlMessage(err error) string {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	// go.yaml.in/yaml/v3 v3.0.6 gives its parser's problems (not its
-	// scanner's) a 0-based line (decode.go, parser.fail): "line 90"
-	// for a fault a reader finds on line 91. TestSyntaxErrorLines holds
-	// this to the library's behaviour.
+	// go.yaml.in/yaml/v3 v3.0.6 places its parser's problems (not its
+	// scanner's) at a line counted from 0 (decode.go, parser.fail), and
+	// that line is the faulty one or where the collection it breaks
+	// begins: "line 7" for a mapping that begins on line 8 and breaks on
+	// line 15. Said as it is. TestSyntaxErrorLines holds this to the
+	// library's behaviour.
 	rest, ok := strings.CutPrefix(msg, "line ")
 	if !ok {
 		return msg
@@ -114,7 +116,7 @@ func yamlMessage(err error) string {
 	}
 	for _, p := range parserProblems {
 		if strings.HasPrefix(problem, p) {
-			return fmt.Sprintf("line %d: %s", n+1, problem)
+			return fmt.Sprintf("line %d or the block that begins there: %s", n+1, problem)
 		}
 	}
 	return msg
