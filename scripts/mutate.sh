@@ -1654,6 +1654,12 @@ mutate gw-scan-hiding-styles "zero-size boxes, clips to nothing and text moved o
 	'\t\t\t`)`),\n' \
 	-- "$admitpkg" 'TestScan'
 
+mutate gw-scan-style-property-start "a hiding property matches inside another's name (min-width, background-color)" \
+	internal/gateway/admit/scan.go \
+	'\?= \?\["'"'"'\]\?\(\[\^"'"'"'>\]\{0,200\}\?\[; \]\)\?\(display' \
+	'?= ?["'"'"']?[^"'"'"'>]{0,200}?\b(display' \
+	-- "$admitpkg" 'TestScan'
+
 mutate gw-scan-greek-variables "Greek variables beside Latin letters (βx, γt) are mixed-script findings" \
 	internal/gateway/admit/scan.go \
 	'const scientificGreek = "βγδζθλμξπσφψΓΔΘΛΞΠΣΦΨΩ' \

@@ -105,12 +105,16 @@ var rules = []rule{
 			`|(?m:^[ >]*\[[^\]\n]{1,100}\]: ?<[^>\n]* [^>\n]*>)`+ // a definition whose <target> is words
 			`|<[a-z][a-z0-9-]*( [^>]{0,200})? hidden( ?[=/>]| |$)`+
 			`|(?s:<(template|script|style|noscript)\b[^>]{0,200}>.*?</(template|script|style|noscript)\b)`+
-			`|\bstyle ?= ?["']?[^"'>]{0,200}?\b(display ?: ?none|visibility ?: ?(hidden|collapse)|color ?: ?transparent`+
-			`|(font-size|opacity) ?: ?[0.]+(px|em|rem|pt|%)? ?([;"'!>}]|$)|transform ?: ?scale ?\( ?[0.]+ ?[,)]`+
-			`|(max-)?(height|width) ?: ?[0.]+(px|em|rem|pt|%)? ?;[^"'>]{0,200}\boverflow ?: ?hidden`+
-			`|overflow ?: ?hidden ?;[^"'>]{0,200}\b(max-)?(height|width) ?: ?[0.]+(px|em|rem|pt|%)? ?([;"'!>}]|$)`+
-			`|clip ?: ?rect ?\( ?0(px)?[ ,]+0(px)?[ ,]+0(px)?[ ,]+0|clip-path ?: ?inset ?\( ?(50|100)%`+
-			`|(left|top|right|bottom|text-indent|margin-left|margin-top) ?: ?-[0-9]{3,})`),
+			// A property counts where one begins: after the quote, a
+			// semicolon or a space ("min-width" is not "width").
+			`|\bstyle ?= ?["']?([^"'>]{0,200}?[; ])?(display ?: ?none|visibility ?: ?(hidden|collapse)`+
+			`|color ?: ?(transparent|rgba ?\( ?[0-9]+ ?, ?[0-9]+ ?, ?[0-9]+ ?, ?0?\.?0* ?\))`+
+			`|(font-size|opacity) ?: ?[0.]+(px|em|rem|pt|%)? ?([;"'!>}]|$)|filter ?: ?opacity ?\( ?[0.]+%? ?\)`+
+			`|transform ?: ?(scale[xy]? ?\( ?[0.]+ ?[,)]|translate[xy]? ?\( ?-[0-9]{4,})`+
+			`|(max-)?(height|width) ?: ?[0.]+(px|em|rem|pt|%)?( ?!important)? ?;([^"'>]{0,200}[; ])?overflow(-[xy])? ?: ?(hidden|clip)`+
+			`|overflow(-[xy])? ?: ?(hidden|clip)( ?!important)? ?;([^"'>]{0,200}[; ])?(max-)?(height|width) ?: ?[0.]+(px|em|rem|pt|%)? ?([;"'!>}]|$)`+
+			`|clip ?: ?rect ?\( ?0(px)?[ ,]+0(px)?[ ,]+0(px)?[ ,]+0|clip-path ?: ?(inset ?\( ?(50|100)% ?\)|circle ?\( ?0)`+
+			`|(left|top|right|bottom|text-indent|margin-left|margin-top) ?: ?-[0-9]{4,})`),
 	newRule(ScanSecretAccess,
 		`(?i)~?/?\.ssh\b|\bid[_ ](rsa|ed25519|ecdsa)\b|\.aws/credentials|(^|[\s/"'\x60(\[])\.env\b|/etc/(passwd|shadow)|\.netrc\b|\.npmrc\b|\.pgpass\b|\bmcp\.json\b|claude[_ ]desktop[_ ]config`+
 			`|\.docker/config\.json|\.kube/config\b|\.git-credentials\b|\.gnupg\b|\.(bash|zsh)[_ ]history\b|\.config/gh/hosts`+
