@@ -2505,6 +2505,12 @@ mutate gw-argcase-dashes "an argument named as a declared one but for dashes or 
 	'if false {' \
 	-- "$gwpkg" 'TestCaseVariant'
 
+mutate gw-reread-no-tools "a server that lists no tools is never judged again on a re-read (an approval of its prompt waits for a walk)" \
+	internal/gateway/gateway.go \
+	'\t\td\.lastTools = \[\]jsontext\.Value\{\}\n' \
+	'' \
+	-- "$gwpkg" 'TestApprovalInEffectOnReturnWithoutTools'
+
 mutate gw-ledger-forget "removed names are kept without bound" \
 	internal/gateway/admission.go \
 	'forget := admit\.Forget\(removed\)' \

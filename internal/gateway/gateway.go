@@ -600,6 +600,11 @@ func (d *downstream) walk() {
 	d.judgeMu.Lock()
 	err := d.g.catalog.Update(d.catalogServer(), res.Tools)
 	d.lastTools = res.Tools
+	if d.lastTools == nil {
+		// A complete list of no tools: a re-read still judges the
+		// server's prompts and resources (reread skips a nil list).
+		d.lastTools = []jsontext.Value{}
+	}
 	if err != nil {
 		d.lastTools = nil // the ledger failed: nothing to judge again
 	}

@@ -654,3 +654,26 @@ func TestApprovalInEffectOnReturn(t *testing.T) {
 		t.Error("fx.slow is not offered when its approval returns")
 	}
 }
+
+// TestApprovalInEffectOnReturnWithoutTools: the same of a prompt whose
+// server lists no tools at all (an empty tools/list is a complete list).
+func TestApprovalInEffectOnReturnWithoutTools(t *testing.T) {
+	resources, prompts := fixtureLists(t, `{"resources":[],"resourceTemplates":[]}`, `[{"name":"brief"}]`)
+	tools := filepath.Join(t.TempDir(), "tools.json")
+	if err := os.WriteFile(tools, []byte(`[]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	yaml := fmt.Sprintf("auth:\n  mode: none\npolicy:\n  rules:\n    - {id: all, prompts: [\"*\"], roles: [\"*\"]}\nservers:\n  - name: fx\n    command: [%q]\n    env: {FIXTURE_DESCRIPTORS: %q, FIXTURE_PROMPTS: %q, FIXTURE_RESOURCES: %q}\nadmission: {first_use: review}\n",
+		fixtureBin, tools, prompts, resources)
+	g := launch(t, yaml, audit.New(&syncBuffer{}), nil, func(snap *catalog.Snapshot) bool { return len(snap.Held) == 1 })
+	r := g.catalog.Snapshot().Held[0]
+	if r.Pending == nil {
+		t.Fatalf("held %+v", r)
+	}
+	if err := g.Review().Approve(t.Context(), r.Ref(), r.Pending.Digest, "reviewer"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.catalog.Snapshot().LookupPrompt("fx.brief"); !ok {
+		t.Error("fx.brief is not offered when its approval returns")
+	}
+}
