@@ -1656,7 +1656,7 @@ mutate gw-scan-hiding-styles "zero-size boxes, clips to nothing and text moved o
 
 mutate gw-scan-style-property-start "a hiding property matches inside another's name (min-width, background-color)" \
 	internal/gateway/admit/scan.go \
-	'\?= \?\["'"'"'\]\?\(\[\^"'"'"'>\]\{0,200\}\?\[; \]\)\?\(display' \
+	'\?= \?\["'"'"'\]\?\(\[\^"'"'"'>\]\{0,200\}\?\[;\\s/\]\)\?\(display' \
 	'?= ?["'"'"']?[^"'"'"'>]{0,200}?\b(display' \
 	-- "$admitpkg" 'TestScan'
 

@@ -106,15 +106,16 @@ var rules = []rule{
 			`|<[a-z][a-z0-9-]*( [^>]{0,200})? hidden( ?[=/>]| |$)`+
 			`|(?s:<(template|script|style|noscript)\b[^>]{0,200}>.*?</(template|script|style|noscript)\b)`+
 			// A property counts where one begins: after the quote, a
-			// semicolon or a space ("min-width" is not "width").
-			`|\bstyle ?= ?["']?([^"'>]{0,200}?[; ])?(display ?: ?none|visibility ?: ?(hidden|collapse)`+
+			// semicolon, white space or a comment ("min-width" is not
+			// "width").
+			`|\bstyle ?= ?["']?([^"'>]{0,200}?[;\s/])?(display ?: ?none|visibility ?: ?(hidden|collapse)`+
 			`|color ?: ?(transparent|rgba ?\( ?[0-9]+ ?, ?[0-9]+ ?, ?[0-9]+ ?, ?0?\.?0* ?\))`+
 			`|(font-size|opacity) ?: ?[0.]+(px|em|rem|pt|%)? ?([;"'!>}]|$)|filter ?: ?opacity ?\( ?[0.]+%? ?\)`+
 			`|transform ?: ?(scale[xy]? ?\( ?[0.]+ ?[,)]|translate[xy]? ?\( ?-[0-9]{4,})`+
-			`|(max-)?(height|width) ?: ?[0.]+(px|em|rem|pt|%)?( ?!important)? ?;([^"'>]{0,200}[; ])?overflow(-[xy])? ?: ?(hidden|clip)`+
-			`|overflow(-[xy])? ?: ?(hidden|clip)( ?!important)? ?;([^"'>]{0,200}[; ])?(max-)?(height|width) ?: ?[0.]+(px|em|rem|pt|%)? ?([;"'!>}]|$)`+
-			`|clip ?: ?rect ?\( ?0(px)?[ ,]+0(px)?[ ,]+0(px)?[ ,]+0|clip-path ?: ?(inset ?\( ?(50|100)% ?\)|circle ?\( ?0)`+
-			`|(left|top|right|bottom|text-indent|margin-left|margin-top) ?: ?-[0-9]{4,})`),
+			`|(max-)?(height|width) ?: ?[0.]+(px|em|rem|pt|%)?( ?!important)? ?;([^"'>]{0,200}[;\s/])?overflow(-[xy])? ?: ?(hidden|clip)`+
+			`|overflow(-[xy])? ?: ?(hidden|clip)( ?!important)? ?;([^"'>]{0,200}[;\s/])?(max-)?(height|width) ?: ?[0.]+(px|em|rem|pt|%)? ?([;"'!>}]|$)`+
+			`|clip ?: ?rect ?\( ?0(px)?[ ,]+0(px)?[ ,]+0(px)?[ ,]+0|clip-path ?: ?(inset ?\( ?(100%|(50|100)%( +(50|100)%){0,3} ?\))|circle ?\( ?0)`+
+			`|(left|top|right|bottom|text-indent) ?: ?-[0-9]{3,}|margin-(left|top) ?: ?-[0-9]{4,})`),
 	newRule(ScanSecretAccess,
 		`(?i)~?/?\.ssh\b|\bid[_ ](rsa|ed25519|ecdsa)\b|\.aws/credentials|(^|[\s/"'\x60(\[])\.env\b|/etc/(passwd|shadow)|\.netrc\b|\.npmrc\b|\.pgpass\b|\bmcp\.json\b|claude[_ ]desktop[_ ]config`+
 			`|\.docker/config\.json|\.kube/config\b|\.git-credentials\b|\.gnupg\b|\.(bash|zsh)[_ ]history\b|\.config/gh/hosts`+
