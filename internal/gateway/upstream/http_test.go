@@ -298,10 +298,15 @@ func TestHTTPListChanged(t *testing.T) {
 	var gets, listens atomic.Int64
 	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The stream opens late, and is counted once it opens: a client
+		// that reported Connected without waiting for it would be seen
+		// with none open, whatever the scheduling.
 		switch {
 		case r.Method == http.MethodGet:
+			time.Sleep(time.Second)
 			gets.Add(1)
 		case r.Header.Get("Mcp-Method") == "subscriptions/listen":
+			time.Sleep(time.Second)
 			listens.Add(1)
 		}
 		inner.ServeHTTP(w, r)
